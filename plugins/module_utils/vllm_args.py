@@ -1,0 +1,115 @@
+# -*- coding: utf-8 -*-
+# Copyright: llmops.serving contributors
+# Apache License 2.0 (see LICENSE)
+"""Render vLLM options given as data into argv, and quote argv for systemd.
+
+Shared by the ``vllm_cli_args`` / ``systemd_exec_quote`` filters and the
+modules that validate flags, so that what is validated is byte-for-byte what
+the unit runs.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import json
+
+SERVER_MODULE = "vllm.entrypoints.openai.api_server"
+
+
+def option_flag(key):
+    """``max_model_len`` -> ``--max-model-len``; keys given as flags stay."""
+    key = str(key)
+    if key.startswith("-"):
+        return key
+    return "--" + key.replace("_", "-")
+
+
+def negated_flag(key):
+    flag = option_flag(key)
+    if flag.startswith("--no-"):
+        return "--" + flag[len("--no-"):]
+    return "--no-" + flag[2:]
+
+
+def _scalar(value):
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float) and value.is_integer():
+        # 1.0 -> "1.0" stays a float for argparse; keep repr stable.
+        return repr(value)
+    return str(value)
+
+
+def render_args(options):
+    """Turn a dict of vLLM options into an argv list.
+
+    - ``True`` -> ``--x``; ``False`` -> ``--no-x`` (vLLM's BooleanOptionalAction);
+    - ``None`` -> omitted (use it to drop an inherited option);
+    - list/tuple -> ``--x a b c`` (nargs options such as served_model_name);
+    - dict -> ``--x '<json>'`` (compilation_config, speculative_config, ...);
+    - anything else -> ``--x value``.
+    Order follows the input (YAML mappings keep their order), so the same
+    inventory always renders the same unit.
+    """
+    argv = []
+    if not options:
+        return argv
+    for key, value in options.items():
+        if value is None:
+            continue
+        if isinstance(value, bool):
+            argv.append(option_flag(key) if value else negated_flag(key))
+        elif isinstance(value, (list, tuple)):
+            argv.append(option_flag(key))
+            argv.extend(_scalar(v) if not isinstance(v, dict) else json.dumps(v, sort_keys=True)
+                        for v in value)
+        elif isinstance(value, dict):
+            argv.append(option_flag(key))
+            argv.append(json.dumps(value, sort_keys=True, separators=(",", ":")))
+        else:
+            argv.append(option_flag(key))
+            argv.append(_scalar(value))
+    return argv
+
+
+def merge_options(common, own):
+    merged = dict(common or {})
+    merged.update(own or {})
+    return merged
+
+
+def instance_argv(instance, python, common_args=None):
+    """Full argv of one instance's server process."""
+    argv = [python, "-m", SERVER_MODULE, "--model", str(instance["model"])]
+    served = instance.get("served_model_name")
+    if served:
+        argv.append("--served-model-name")
+        if isinstance(served, (list, tuple)):
+            argv.extend(str(s) for s in served)
+        else:
+            argv.append(str(served))
+    argv.extend(["--host", str(instance.get("host", "127.0.0.1")),
+                 "--port", str(instance.get("port", 8000))])
+    argv.extend(render_args(merge_options(common_args, instance.get("args"))))
+    return argv
+
+
+_SPECIAL = set(' \t\n"\'\\;')
+
+
+def systemd_quote(arg):
+    """Quote one argument for an ExecStart= line.
+
+    systemd expands ``%`` specifiers and ``$VAR`` in ExecStart, so both are
+    doubled; arguments with blanks, quotes, backslashes or ``;`` are wrapped in
+    double quotes with C-style escapes.
+    """
+    arg = str(arg).replace("%", "%%").replace("$", "$$")
+    if arg == "" or any(c in _SPECIAL for c in arg):
+        arg = '"' + arg.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
+    return arg
+
+
+def systemd_exec(argv):
+    return " ".join(systemd_quote(a) for a in argv)

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Build the molecule base image (Debian bookworm, systemd as PID 1) from Debian
+# packages with debootstrap + `docker import`: no container registry needed.
+# Idempotent: skips the build when the image already exists.
+set -euo pipefail
+image=${LLMOPS_BASE_IMAGE:-llmops/debian-systemd:bookworm}
+mirror=${DEBIAN_MIRROR:-$(awk '/^URIs:/{print $2; exit}' /etc/apt/sources.list.d/debian.sources 2>/dev/null || true)}
+mirror=${mirror:-http://deb.debian.org/debian}
+if docker image inspect "$image" >/dev/null 2>&1; then
+  echo "base image $image: present"
+  exit 0
+fi
+root=$(mktemp -d /tmp/llmops-rootfs.XXXXXX)
+trap 'rm -rf "$root"' EXIT
+pkgs=systemd,systemd-sysv,dbus,python3,python3-venv,python3-apt,libnuma1,curl,ca-certificates,iproute2,procps,sudo
+echo "debootstrap bookworm from $mirror into $root"
+debootstrap --variant=minbase --include="$pkgs" bookworm "$root" "$mirror" >/tmp/llmops-debootstrap.log 2>&1 || {
+  tail -n 40 /tmp/llmops-debootstrap.log >&2; exit 1; }
+# Container hygiene: no getty, no units that need hardware; apt lists kept small.
+rm -f "$root"/etc/systemd/system/getty.target.wants/* \
+      "$root"/lib/systemd/system/multi-user.target.wants/getty.target || true
+chroot "$root" systemctl mask systemd-firstboot.service systemd-udevd.service \
+  systemd-modules-load.service sys-kernel-config.mount sys-kernel-debug.mount \
+  systemd-remount-fs.service >/dev/null 2>&1 || true
+echo 'deb '"$mirror"' bookworm main' > "$root"/etc/apt/sources.list
+: > "$root"/etc/machine-id
+rm -rf "$root"/var/cache/apt/archives/*.deb "$root"/var/lib/apt/lists/*
+tar -C "$root" -c . | docker import \
+  --change 'CMD ["/lib/systemd/system/systemd"]' \
+  --change 'ENV container=docker' - "$image"
+echo "base image $image: built"
