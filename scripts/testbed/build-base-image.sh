@@ -24,7 +24,7 @@ chroot "$root" systemctl mask systemd-firstboot.service systemd-udevd.service \
   systemd-remount-fs.service >/dev/null 2>&1 || true
 echo 'deb '"$mirror"' bookworm main' > "$root"/etc/apt/sources.list
 : > "$root"/etc/machine-id
-rm -rf "$root"/var/cache/apt/archives/*.deb "$root"/var/lib/apt/lists/*
+rm -rf "$root"/var/cache/apt/archives/*.deb  # keep apt lists: the apt module trusts their mtime
 tar -C "$root" -c . | docker import \
   --change 'CMD ["/lib/systemd/system/systemd"]' \
   --change 'ENV container=docker' - "$image"
