@@ -167,7 +167,10 @@ def wait_ready(url, timeout, interval=2.0, session=None):
 
 
 def first_model(url, session, timeout=10.0):
-    r = session.get(url.rstrip("/") + "/v1/models", timeout=timeout)
+    try:
+        r = session.get(url.rstrip("/") + "/v1/models", timeout=timeout)
+    except requests.exceptions.RequestException as e:
+        raise WarmupError("GET /v1/models: %s" % type(e).__name__)
     if r.status_code != 200:
         raise WarmupError("GET /v1/models: HTTP %s (is the API key right?)" % r.status_code)
     data = r.json().get("data") or []
