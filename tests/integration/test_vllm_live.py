@@ -124,7 +124,12 @@ def ok_server(tiny_model, workdir):
     srv = Server(tiny_model, "tiny", workdir, api_key=API_KEY)
     # Right after start the port refuses: with the unit activating that is `starting`.
     srv.first_probe = vc.VllmClient(srv.url, api_key=API_KEY, timeout=2).health()
-    srv.ready_s = srv.wait_ready()
+    # The readiness gate the role uses: polls while the port refuses, returns when ready.
+    srv.wait_result = run_module("vllm_health", {"url": srv.url, "api_key": API_KEY, "wait_for": "ready",
+                                                 "wait_timeout": 240, "poll_interval": 1})
+    if srv.wait_result.get("failed"):
+        srv.stop()
+        raise AssertionError("wait_for=ready failed: %s\n%s" % (srv.wait_result.get("msg"), srv.tail()))
     yield srv
     srv.stop()
 
@@ -137,6 +142,19 @@ def test_starting_while_port_refuses(ok_server):
     unit["name"] = "vllm@test.service"
     assert vc.combine_state(probe, None, unit)[0] == "starting"
     assert vc.combine_state(probe, None, None)[0] == "unreachable"
+
+
+def test_wait_for_ready_polled_until_ready(ok_server):
+    r = ok_server.wait_result
+    assert r["state"] == "ready" and r["changed"] is False
+    assert r["polls"] > 1 and r["waited_s"] > 1  # the port refused at first
+
+
+def test_wait_for_fails_with_reason_when_nothing_listens():
+    r = run_module("vllm_health", {"url": "http://127.0.0.1:%d" % free_port(), "wait_for": "ready",
+                                   "wait_timeout": 2, "poll_interval": 0.5})
+    assert r["failed"] is True
+    assert r["state"] == "unreachable" and "not ready after 2" in r["msg"]
 
 
 def test_health_ready(ok_server):
