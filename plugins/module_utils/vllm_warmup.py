@@ -1,0 +1,376 @@
+#!/usr/bin/env python3
+# -*- coding: utf-8 -*-
+# Copyright: llmops.serving contributors
+# Apache License 2.0 (see LICENSE)
+"""Warm a vLLM server with traffic shaped like production, and measure it.
+
+One implementation, two uses:
+
+- the ``llmops.serving.vllm_warmup`` module imports it (module_utils);
+- on a host without Ansible it runs as the service's warmup hook
+  (``ExecStartPost``): ``python vllm_warmup.py --url ... --model ...``.
+  It therefore imports nothing from Ansible and nothing from this collection;
+  it needs only the standard library and ``requests`` (present in every
+  vLLM venv).
+
+Requests are streamed ``/v1/completions`` calls whose prompts are token-id
+lists (exact prompt lengths, no tokenizer needed; ``prompt_format: text``
+sends words instead). The first request runs alone (cold); the rest run
+with ``concurrency`` threads (warm). Per request: TTFT (first streamed
+token), end-to-end latency, tokens. Summary: p50/p99 of TTFT and e2e for
+warm requests, cold request figures, errors.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import argparse
+import json
+import os
+import random
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+try:
+    import requests
+    HAS_REQUESTS = True
+    REQUESTS_IMPORT_ERROR = None
+except ImportError as _e:  # pragma: no cover - depends on the interpreter
+    HAS_REQUESTS = False
+    REQUESTS_IMPORT_ERROR = _e
+
+# Token ids used for token-id prompts: within the vocabulary of any real
+# tokenizer (and the 2048-token tiny test model), away from special ids.
+TOKEN_ID_LOW = 100
+TOKEN_ID_HIGH = 1000
+
+
+class WarmupError(Exception):
+    pass
+
+
+def parse_int_list(text):
+    """``"16,64"`` -> ``[16, 64]``."""
+    out = []
+    for part in str(text).split(","):
+        part = part.strip()
+        if part:
+            out.append(int(part))
+    return out
+
+
+def parse_histogram(text):
+    """``"16:3,64:1"`` -> ``{16: 3, 64: 1}``."""
+    hist = {}
+    for part in str(text).split(","):
+        part = part.strip()
+        if not part:
+            continue
+        length, _, weight = part.partition(":")
+        hist[int(length)] = float(weight) if weight else 1.0
+    return hist
+
+
+def plan_prompt_lengths(count, prompt_lens=None, histogram=None):
+    """Prompt length of each of ``count`` requests.
+
+    ``prompt_lens``: a list, cycled in order. ``histogram``: ``{length:
+    weight}``; lengths are assigned in proportion to their weights (largest
+    remainder), deterministic, and interleaved so any prefix of the plan has
+    roughly the production mix.
+    """
+    if count < 1:
+        raise WarmupError("count must be >= 1 (got %s)" % count)
+    if histogram:
+        items = sorted((int(k), float(v)) for k, v in histogram.items())
+        if any(k < 1 for k, _ in items) or any(w < 0 for _, w in items):
+            raise WarmupError("prompt length histogram needs lengths >= 1 and weights >= 0: %r" % histogram)
+        total = sum(w for _, w in items)
+        if total <= 0:
+            raise WarmupError("prompt length histogram weights sum to 0: %r" % histogram)
+        exact = [(k, count * w / total) for k, w in items]
+        alloc = dict((k, int(x)) for k, x in exact)
+        rest = count - sum(alloc.values())
+        for k, x in sorted(exact, key=lambda kx: (-(kx[1] - int(kx[1])), kx[0]))[:rest]:
+            alloc[k] += 1
+        # Interleave: smooth weighted round robin over the allocation.
+        plan, credit = [], dict((k, 0.0) for k in alloc)
+        remaining = dict(alloc)
+        for _ in range(count):
+            for k in credit:
+                if remaining[k] > 0:
+                    credit[k] += alloc[k]
+            k = max((k for k in credit if remaining[k] > 0), key=lambda kk: (credit[kk], -kk))
+            credit[k] -= count
+            remaining[k] -= 1
+            plan.append(k)
+        return plan
+    lens = list(prompt_lens or [])
+    if not lens:
+        raise WarmupError("give prompt lengths (a list) or a prompt length histogram")
+    if any(int(n) < 1 for n in lens):
+        raise WarmupError("prompt lengths must be >= 1: %r" % lens)
+    return [int(lens[i % len(lens)]) for i in range(count)]
+
+
+def percentile(values, pct):
+    """Linear-interpolated percentile (numpy's default) of a list; None if empty."""
+    vals = sorted(v for v in values if v is not None)
+    if not vals:
+        return None
+    if len(vals) == 1:
+        return vals[0]
+    rank = (len(vals) - 1) * pct / 100.0
+    lo = int(rank)
+    hi = min(lo + 1, len(vals) - 1)
+    return vals[lo] + (vals[hi] - vals[lo]) * (rank - lo)
+
+
+def make_prompt(length, seed, prompt_format="tokens"):
+    rng = random.Random(seed)
+    if prompt_format == "text":
+        words = ("alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel")
+        return " ".join(rng.choice(words) for _ in range(length))
+    return [rng.randrange(TOKEN_ID_LOW, TOKEN_ID_HIGH) for _ in range(length)]
+
+
+def _session(api_key):
+    s = requests.Session()
+    s.trust_env = False
+    if api_key:
+        s.headers["Authorization"] = "Bearer %s" % api_key
+    return s
+
+
+def wait_ready(url, timeout, interval=2.0, session=None):
+    """Poll ``GET /health`` until 200. Returns seconds waited; raises
+    WarmupError at the timeout or on a 503 (dead engine)."""
+    s = session or _session(None)
+    start = time.monotonic()
+    last = "no answer"
+    while True:
+        try:
+            r = s.get(url.rstrip("/") + "/health", timeout=min(10.0, max(1.0, timeout)))
+            if r.status_code == 200:
+                return round(time.monotonic() - start, 3)
+            last = "HTTP %s" % r.status_code
+            if r.status_code == 503:
+                raise WarmupError("/health answered 503: the engine is dead")
+        except requests.exceptions.RequestException as e:
+            last = type(e).__name__
+        if time.monotonic() - start >= timeout:
+            raise WarmupError("%s/health not ready after %ss (last: %s)" % (url.rstrip("/"), timeout, last))
+        time.sleep(interval)
+
+
+def first_model(url, session, timeout=10.0):
+    try:
+        r = session.get(url.rstrip("/") + "/v1/models", timeout=timeout)
+    except requests.exceptions.RequestException as e:
+        raise WarmupError("GET /v1/models: %s" % type(e).__name__)
+    if r.status_code != 200:
+        raise WarmupError("GET /v1/models: HTTP %s (is the API key right?)" % r.status_code)
+    data = r.json().get("data") or []
+    if not data:
+        raise WarmupError("GET /v1/models lists no model")
+    return data[0]["id"]
+
+
+def one_request(session, url, model, prompt_len, max_tokens, seed, timeout, prompt_format="tokens",
+                ignore_eos=True):
+    """One streamed completion. Returns a dict (never raises for request errors)."""
+    body = {"model": model, "prompt": make_prompt(prompt_len, seed, prompt_format), "max_tokens": max_tokens,
+            "temperature": 0, "stream": True, "stream_options": {"include_usage": True}}
+    if ignore_eos:
+        body["ignore_eos"] = True  # vLLM extension: generate exactly max_tokens
+    rec = {"prompt_len": prompt_len, "max_tokens": max_tokens, "ttft_s": None, "e2e_s": None,
+           "completion_tokens": None, "prompt_tokens": None, "error": None}
+    start = time.monotonic()
+    chunks = 0
+    try:
+        with session.post(url.rstrip("/") + "/v1/completions", json=body, stream=True, timeout=timeout) as r:
+            if r.status_code != 200:
+                text = r.text[:300]
+                try:
+                    text = r.json().get("error", {}).get("message") or text
+                except (ValueError, AttributeError):
+                    pass
+                rec["error"] = "HTTP %s: %s" % (r.status_code, text)
+                rec["e2e_s"] = round(time.monotonic() - start, 4)
+                return rec
+            # chunk_size=None: lines as they arrive (a 512-byte buffer would delay TTFT)
+            for raw in r.iter_lines(chunk_size=None, decode_unicode=True):
+                if not raw or not raw.startswith("data:"):
+                    continue
+                data = raw[5:].strip()
+                if data == "[DONE]":
+                    break
+                try:
+                    msg = json.loads(data)
+                except ValueError:
+                    continue
+                if msg.get("error"):
+                    err = msg["error"]
+                    rec["error"] = "stream error: %s" % (err.get("message") if isinstance(err, dict) else err)
+                    break
+                for ch in msg.get("choices") or []:
+                    if ch.get("text") is not None and (ch.get("text") or ch.get("finish_reason") is None):
+                        if rec["ttft_s"] is None:
+                            rec["ttft_s"] = round(time.monotonic() - start, 4)
+                        chunks += 1
+                usage = msg.get("usage")
+                if usage:
+                    rec["completion_tokens"] = usage.get("completion_tokens")
+                    rec["prompt_tokens"] = usage.get("prompt_tokens")
+    except requests.exceptions.RequestException as e:
+        rec["error"] = "%s: %s" % (type(e).__name__, str(e)[:200])
+    rec["e2e_s"] = round(time.monotonic() - start, 4)
+    if rec["completion_tokens"] is None and not rec["error"]:
+        rec["completion_tokens"] = chunks
+    if not rec["error"] and not rec["completion_tokens"]:
+        rec["error"] = "no token generated"
+    return rec
+
+
+def _stats(records):
+    ok = [r for r in records if not r["error"]]
+    ttft = [r["ttft_s"] for r in ok]
+    e2e = [r["e2e_s"] for r in ok]
+
+    def rnd(v):
+        return None if v is None else round(v, 4)
+
+    return {"count": len(records), "ok": len(ok), "errors": len(records) - len(ok),
+            "ttft_p50_s": rnd(percentile(ttft, 50)), "ttft_p99_s": rnd(percentile(ttft, 99)),
+            "e2e_p50_s": rnd(percentile(e2e, 50)), "e2e_p99_s": rnd(percentile(e2e, 99)),
+            "ttft_max_s": rnd(max(ttft) if ttft else None), "e2e_max_s": rnd(max(e2e) if e2e else None)}
+
+
+def run_warmup(url, model=None, prompt_lens=None, histogram=None, max_tokens=16, count=8, concurrency=1,
+               api_key=None, timeout=120.0, wait_ready_timeout=0, prompt_format="tokens", ignore_eos=True,
+               seed=0):
+    """Wait (optionally) for readiness, then send ``count`` requests.
+
+    Returns a result dict: ``model``, ``waited_s``, ``requests`` (one record
+    per request, in plan order), ``cold`` (the first request), ``warm``
+    (stats of the others), ``all`` (stats of all), ``errors`` (list of
+    messages), ``duration_s``, ``ok``.
+    """
+    if not HAS_REQUESTS:
+        raise WarmupError("the Python library requests is missing (%s): run with the vLLM venv's python"
+                          % REQUESTS_IMPORT_ERROR)
+    if max_tokens < 1:
+        raise WarmupError("max_tokens must be >= 1 (got %s)" % max_tokens)
+    if concurrency < 1:
+        raise WarmupError("concurrency must be >= 1 (got %s)" % concurrency)
+    plan = plan_prompt_lengths(count, prompt_lens, histogram)
+    session = _session(api_key)
+    waited = None
+    if wait_ready_timeout and wait_ready_timeout > 0:
+        waited = wait_ready(url, wait_ready_timeout, session=session)
+    if not model:
+        model = first_model(url, session)
+    start = time.monotonic()
+    records = [None] * len(plan)
+    records[0] = one_request(session, url, model, plan[0], max_tokens, seed, timeout, prompt_format, ignore_eos)
+    local = threading.local()
+
+    def work(i):
+        if not hasattr(local, "session"):
+            local.session = _session(api_key)
+        records[i] = one_request(local.session, url, model, plan[i], max_tokens, seed + i, timeout,
+                                 prompt_format, ignore_eos)
+
+    if len(plan) > 1:
+        with ThreadPoolExecutor(max_workers=concurrency) as pool:
+            list(pool.map(work, range(1, len(plan))))
+    for i, r in enumerate(records):
+        r["index"] = i
+    errors = ["request %d (prompt_len %d): %s" % (r["index"], r["prompt_len"], r["error"])
+              for r in records if r["error"]]
+    return {"url": url.rstrip("/"), "model": model, "waited_s": waited, "max_tokens": max_tokens,
+            "concurrency": concurrency, "prompt_lens": plan, "requests": records, "cold": dict(records[0]),
+            "warm": _stats(records[1:]), "all": _stats(records), "errors": errors, "ok": not errors,
+            "duration_s": round(time.monotonic() - start, 3)}
+
+
+def build_parser():
+    p = argparse.ArgumentParser(
+        prog="vllm_warmup.py",
+        description="Wait for a vLLM server's /health, then warm it with production-shaped streamed "
+                    "completions and print TTFT/latency figures. Exit 0 when every request succeeded.")
+    p.add_argument("--url", required=True, help="base URL, e.g. http://127.0.0.1:8000")
+    p.add_argument("--model", help="served model name (default: first id of /v1/models)")
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--prompt-lens", default=None, help="comma list of prompt lengths in tokens, cycled (16,64)")
+    g.add_argument("--prompt-len-histogram", default=None,
+                   help="LEN:WEIGHT comma list, e.g. 16:3,256:1 (lengths in proportion to weights)")
+    p.add_argument("--max-tokens", type=int, default=16)
+    p.add_argument("--count", type=int, default=8, help="number of requests (first = cold)")
+    p.add_argument("--concurrency", type=int, default=1, help="parallel requests after the first")
+    p.add_argument("--timeout", type=float, default=120.0, help="per-request timeout, seconds")
+    p.add_argument("--wait-ready-timeout", type=float, default=600.0,
+                   help="seconds to wait for /health 200 first (0 = do not wait)")
+    p.add_argument("--api-key-env", default=None,
+                   help="name of an environment variable holding the API key (e.g. VLLM_API_KEY); "
+                        "the key is never taken from argv")
+    p.add_argument("--prompt-format", choices=("tokens", "text"), default="tokens")
+    p.add_argument("--no-ignore-eos", action="store_true", help="let the model stop early at EOS")
+    p.add_argument("--json-out", default=None, help="write the full result as JSON to this file")
+    p.add_argument("--quiet", action="store_true", help="print only the summary line")
+    return p
+
+
+def main(argv=None):
+    args = build_parser().parse_args(argv)
+    api_key = os.environ.get(args.api_key_env) if args.api_key_env else None
+    if args.api_key_env and not api_key:
+        print("vllm_warmup: environment variable %s is empty or unset" % args.api_key_env, file=sys.stderr)
+        return 2
+    try:
+        lens = parse_int_list(args.prompt_lens) if args.prompt_lens else None
+        hist = parse_histogram(args.prompt_len_histogram) if args.prompt_len_histogram else None
+        if not lens and not hist:
+            lens = [16, 64]
+        result = run_warmup(args.url, model=args.model, prompt_lens=lens, histogram=hist,
+                            max_tokens=args.max_tokens, count=args.count, concurrency=args.concurrency,
+                            api_key=api_key, timeout=args.timeout, wait_ready_timeout=args.wait_ready_timeout,
+                            prompt_format=args.prompt_format, ignore_eos=not args.no_ignore_eos)
+    except (WarmupError, ValueError) as e:
+        print("vllm_warmup: FAILED: %s" % e, file=sys.stderr)
+        if args.json_out:
+            _write_json(args.json_out, {"ok": False, "errors": [str(e)]})
+        return 1
+    except requests.exceptions.RequestException as e:
+        print("vllm_warmup: FAILED: %s" % type(e).__name__, file=sys.stderr)
+        return 1
+    if args.json_out:
+        _write_json(args.json_out, result)
+    if not args.quiet:
+        for r in result["requests"]:
+            print("vllm_warmup: req %d prompt_len=%d ttft=%ss e2e=%ss tokens=%s%s"
+                  % (r["index"], r["prompt_len"], r["ttft_s"], r["e2e_s"], r["completion_tokens"],
+                     (" ERROR " + r["error"]) if r["error"] else ""))
+    w, c = result["warm"], result["cold"]
+    print("vllm_warmup: %s model=%s requests=%d errors=%d cold_ttft=%ss warm_ttft_p50=%ss warm_ttft_p99=%ss "
+          "warm_e2e_p50=%ss warm_e2e_p99=%ss waited=%ss"
+          % ("OK" if result["ok"] else "FAILED", result["model"], result["all"]["count"],
+             result["all"]["errors"], c["ttft_s"], w["ttft_p50_s"], w["ttft_p99_s"], w["e2e_p50_s"],
+             w["e2e_p99_s"], result["waited_s"]))
+    for e in result["errors"]:
+        print("vllm_warmup: error: %s" % e, file=sys.stderr)
+    return 0 if result["ok"] else 1
+
+
+def _write_json(path, data):
+    tmp = "%s.tmp.%d" % (path, os.getpid())
+    with open(tmp, "w") as f:
+        json.dump(data, f, indent=1, sort_keys=True)
+    os.replace(tmp, path)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,339 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: llmops.serving contributors
+# Apache License 2.0 (see LICENSE)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+---
+module: vllm_health
+short_description: Report the health and readiness of a vLLM server
+version_added: "0.1.0"
+description:
+  - Probes a vLLM OpenAI-compatible server and reports liveness (C(GET /health)), the version
+    (C(GET /version)), the served models with their C(max_model_len) (C(GET /v1/models)) and
+    readiness, which is a tiny real completion on the served model that must return at least one
+    token. Every probe reports its latency.
+  - C(/health) alone is not readiness. A server whose engine cannot run the model answers
+    C(/health) 200 and dies on its first request; this module reports it as C(degraded).
+  - When O(unit) is given, the systemd unit's state is read too, so a refused connection while
+    the unit is activating (vLLM refuses connections until the engine is ready) reads as
+    C(starting), not as C(dead).
+  - Read-only. C(changed) is always C(false) and check mode runs the same probes. An unavailable
+    server is reported as data (RV(state)); the module fails only in O(wait_for) mode, when the
+    timeout passes or the unit fails, and then returns the last journal lines of the unit.
+  - Run it with the vLLM virtualenv's interpreter (it needs C(requests)), for example with
+    C(ansible_python_interpreter=/opt/vllm/venv/bin/python).
+options:
+  url:
+    description:
+      - Base URL of the server, without C(/v1).
+      - For a server bound to C(0.0.0.0), use C(http://127.0.0.1:PORT).
+    type: str
+    default: http://127.0.0.1:8000
+  api_key:
+    description:
+      - "API key of the server (vLLM C(--api-key) or C(VLLM_API_KEY)); sent as
+        C(Authorization: Bearer). It protects C(/v1) only. Never logged."
+    type: str
+  model:
+    description:
+      - Served model name used for the readiness completion.
+      - Default is the first id listed by C(/v1/models).
+    type: str
+  unit:
+    description:
+      - systemd unit of the server, for example C(vllm@default.service). Its C(ActiveState),
+        C(SubState), C(NRestarts), C(ActiveEnterTimestamp), C(MainPID) and
+        C(ExecMainStartTimestamp) are returned and used to tell C(starting) from C(dead) and
+        C(unreachable).
+    type: str
+  readiness:
+    description:
+      - Send the tiny completion that decides C(ready) versus C(degraded).
+      - With C(false), C(/health) 200 is reported as C(ready).
+    type: bool
+    default: true
+  readiness_prompt:
+    description: Prompt of the readiness completion.
+    type: str
+    default: Hello
+  readiness_max_tokens:
+    description: C(max_tokens) of the readiness completion (at least one token must come back).
+    type: int
+    default: 1
+  timeout:
+    description: Timeout of each HTTP request, in seconds.
+    type: float
+    default: 10
+  readiness_timeout:
+    description: Timeout of the readiness completion, in seconds.
+    type: float
+    default: 60
+  validate_certs:
+    description: Verify TLS certificates for C(https) URLs.
+    type: bool
+    default: true
+  wait_for:
+    description:
+      - C(none) probes once and reports. C(ready) polls until RV(state) is C(ready), and fails when
+        O(wait_timeout) passes or the unit reaches C(failed); the failure carries the last
+        O(journal_lines) lines of the unit's journal.
+    type: str
+    choices: [none, ready]
+    default: none
+  wait_timeout:
+    description: Seconds to wait in O(wait_for=ready) mode.
+    type: float
+    default: 600
+  poll_interval:
+    description: Seconds between polls in O(wait_for=ready) mode.
+    type: float
+    default: 3
+  journal_lines:
+    description: Journal lines of O(unit) returned when O(wait_for=ready) fails.
+    type: int
+    default: 40
+requirements:
+  - requests (in the vLLM virtualenv)
+seealso:
+  - module: llmops.serving.vllm_kv_cache_info
+  - module: llmops.serving.vllm_warmup
+author:
+  - llmops.serving contributors
+"""
+
+EXAMPLES = r"""
+- name: Probe the server (never fails; state is data)
+  llmops.serving.vllm_health:
+    url: http://127.0.0.1:8000
+    unit: vllm@default.service
+  vars:
+    ansible_python_interpreter: /opt/vllm/venv/bin/python
+  register: health
+
+- name: Fail the play unless the server is ready
+  ansible.builtin.assert:
+    that: health.state == 'ready'
+    fail_msg: "{{ health.reason }}"
+
+- name: Readiness gate after a restart (fails with the journal tail)
+  llmops.serving.vllm_health:
+    url: http://127.0.0.1:8000
+    unit: vllm@default.service
+    api_key: "{{ vllm_api_key | default(omit) }}"
+    wait_for: ready
+    wait_timeout: 720
+  vars:
+    ansible_python_interpreter: /opt/vllm/venv/bin/python
+  no_log: false  # api_key is already no_log in the module
+"""
+
+RETURN = r"""
+state:
+  description:
+    - Overall state. C(ready) = C(/health) 200 and the readiness completion returned at least one
+      token; C(starting) = no answer while the unit is activating, auto-restarting or active with
+      the engine still loading; C(degraded) = C(/health) 200 but the completion failed (or another
+      HTTP error); C(dead) = C(/health) 503 or the unit is failed/inactive; C(unreachable) = no
+      answer and no known unit.
+  returned: always
+  type: str
+  sample: ready
+reason:
+  description: Why RV(state) was chosen, in words.
+  returned: always
+  type: str
+  sample: /health 200 and a completion returned 1 token(s)
+ready:
+  description: RV(state) is C(ready).
+  returned: always
+  type: bool
+url:
+  description: Base URL probed.
+  returned: always
+  type: str
+liveness:
+  description: C(GET /health) result.
+  returned: always
+  type: dict
+  contains:
+    ok: {description: HTTP 2xx., type: bool}
+    status: {description: HTTP status, null without an answer., type: int}
+    latency_s: {description: Seconds to the answer., type: float}
+    error: {description: What went wrong, null on success., type: str}
+    error_kind: {description: "C(refused), C(timeout), C(http), C(error) or null.", type: str}
+  sample: {ok: true, status: 200, latency_s: 0.0031, error: null, error_kind: null}
+version:
+  description: vLLM version from C(/version), null when not answered.
+  returned: always
+  type: str
+  sample: 0.32.0
+models:
+  description: Served models from C(/v1/models).
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    id: {description: Served model name., type: str}
+    root: {description: Model path or hub id., type: str}
+    max_model_len: {description: Context length the server accepts., type: int}
+    owned_by: {description: Owner field., type: str}
+  sample: [{id: tiny, root: /srv/models/tiny, max_model_len: 512, owned_by: vllm}]
+model:
+  description: Model used for the readiness completion.
+  returned: always
+  type: str
+  sample: tiny
+max_model_len:
+  description: C(max_model_len) of RV(model), null when unknown.
+  returned: always
+  type: int
+  sample: 512
+readiness:
+  description: The readiness completion (null when not run). Keys as RV(liveness) plus C(tokens).
+  returned: always
+  type: dict
+  sample: {ok: true, status: 200, latency_s: 0.021, error: null, error_kind: null, tokens: 1}
+probes:
+  description: Latency and status of the C(/version) and C(/v1/models) calls.
+  returned: always
+  type: dict
+unit:
+  description: State of O(unit), null when no unit was given.
+  returned: always
+  type: dict
+  contains:
+    name: {description: Unit name., type: str}
+    known: {description: systemd has the unit loaded., type: bool}
+    load_state: {description: LoadState., type: str}
+    active_state: {description: "ActiveState (active, activating, failed, inactive...).", type: str}
+    sub_state: {description: "SubState (running, start-post, auto-restart, dead...).", type: str}
+    n_restarts: {description: NRestarts (restarts by systemd since the last manual start)., type: int}
+    active_enter_timestamp: {description: When the unit last became active., type: str}
+    exec_main_start_timestamp: {description: When the main process started., type: str}
+    main_pid: {description: Main PID (0 when none)., type: int}
+    result: {description: Result of the last run (success, exit-code, timeout...)., type: str}
+  sample: {name: vllm@default.service, known: true, active_state: active, sub_state: running, n_restarts: 0}
+waited_s:
+  description: Seconds spent polling in O(wait_for=ready) mode (0 otherwise).
+  returned: always
+  type: float
+polls:
+  description: Number of probe rounds made.
+  returned: always
+  type: int
+journal:
+  description: Last journal lines of O(unit), when O(wait_for=ready) failed.
+  returned: on wait_for failure with a unit
+  type: list
+  elements: str
+"""
+
+import time
+
+from ansible.module_utils.basic import AnsibleModule, missing_required_lib
+
+from ansible_collections.llmops.serving.plugins.module_utils.vllm_client import (
+    HAS_REQUESTS, INTERPRETER_HINT, REQUESTS_IMPORT_ERROR, VllmClient, combine_state, journal_tail,
+    strip_probe, unit_state)
+
+
+def probe(module, client):
+    """One round of probes. Returns the result dict (without wait keys)."""
+    p = module.params
+    runner = (lambda argv: module.run_command(argv)) if p["unit"] else None
+    unit = unit_state(p["unit"], runner=runner) if p["unit"] else None
+    health = client.health()
+    result = {"url": client.url, "liveness": strip_probe(health), "version": None, "models": [],
+              "model": p["model"], "max_model_len": None, "readiness": None, "probes": {}, "unit": unit}
+    readiness = None
+    if health["ok"]:
+        v = client.version()
+        result["version"] = v["version"]
+        m = client.models()
+        result["models"] = m["models"]
+        result["probes"] = {"version": strip_probe(v), "models": strip_probe(m)}
+        model = p["model"] or (m["models"][0]["id"] if m["models"] else None)
+        result["model"] = model
+        for entry in m["models"]:
+            if entry["id"] == model:
+                result["max_model_len"] = entry["max_model_len"]
+        if p["readiness"]:
+            if model is None:
+                readiness = {"ok": False, "status": m["status"], "latency_s": None, "tokens": 0,
+                             "error_kind": "error",
+                             "error": "no model to query: /v1/models failed (%s); set model (and api_key)"
+                                      % m["error"]}
+            else:
+                readiness = client.completion(model, prompt=p["readiness_prompt"],
+                                              max_tokens=p["readiness_max_tokens"],
+                                              timeout=p["readiness_timeout"])
+            result["readiness"] = strip_probe(readiness) if readiness else None
+            result["readiness"]["tokens"] = readiness.get("tokens", 0)
+    state, reason = combine_state(health, readiness, unit)
+    result["state"] = state
+    result["reason"] = reason
+    result["ready"] = state == "ready"
+    return result
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            url=dict(type="str", default="http://127.0.0.1:8000"),
+            api_key=dict(type="str", no_log=True),
+            model=dict(type="str"),
+            unit=dict(type="str"),
+            readiness=dict(type="bool", default=True),
+            readiness_prompt=dict(type="str", default="Hello"),
+            readiness_max_tokens=dict(type="int", default=1),
+            timeout=dict(type="float", default=10),
+            readiness_timeout=dict(type="float", default=60),
+            validate_certs=dict(type="bool", default=True),
+            wait_for=dict(type="str", choices=["none", "ready"], default="none"),
+            wait_timeout=dict(type="float", default=600),
+            poll_interval=dict(type="float", default=3),
+            journal_lines=dict(type="int", default=40),
+        ),
+        supports_check_mode=True,
+    )
+    if not HAS_REQUESTS:
+        module.fail_json(msg=missing_required_lib("requests") + " " + INTERPRETER_HINT,
+                         exception=str(REQUESTS_IMPORT_ERROR))
+    p = module.params
+    if p["readiness_max_tokens"] < 1:
+        module.fail_json(msg="readiness_max_tokens must be >= 1 (got %s)" % p["readiness_max_tokens"])
+    if not p["url"].startswith(("http://", "https://")):
+        module.fail_json(msg="url must start with http:// or https:// (got %s)" % p["url"])
+    client = VllmClient(p["url"], api_key=p["api_key"], timeout=p["timeout"], validate_certs=p["validate_certs"])
+    start = time.monotonic()
+    polls = 0
+    while True:
+        result = probe(module, client)
+        polls += 1
+        result.update(changed=False, polls=polls, waited_s=round(time.monotonic() - start, 2))
+        if p["wait_for"] == "none" or result["state"] == "ready":
+            module.exit_json(**result)
+        unit = result["unit"] or {}
+        failed_unit = unit.get("known") and unit.get("active_state") == "failed"
+        timed_out = time.monotonic() - start >= p["wait_timeout"]
+        if failed_unit or timed_out:
+            why = ("unit %s failed (%s)" % (unit.get("name"), unit.get("result")) if failed_unit
+                   else "not ready after %ss" % p["wait_timeout"])
+            if p["unit"]:
+                result["journal"] = journal_tail(p["unit"], p["journal_lines"],
+                                                 runner=lambda argv: module.run_command(argv))
+            tail = "\n".join(result.get("journal", [])[-15:])
+            module.fail_json(msg="vLLM at %s is %s: %s. Last state: %s (%s)%s"
+                             % (client.url, result["state"], why, result["state"], result["reason"],
+                                ("\nLast journal lines of %s:\n%s" % (p["unit"], tail)) if tail else ""),
+                             **result)
+        time.sleep(max(0.1, min(p["poll_interval"], p["wait_timeout"] - (time.monotonic() - start))))
+
+
+if __name__ == "__main__":
+    main()
