@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Run every molecule scenario (or the ones named), each `molecule test`, and
+# print a summary with wall times. Scenarios share the vLLM node image built by
+# scripts/testbed/setup.sh.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+export PATH="$PWD/.venv/bin:$PATH"
+[ -d /opt/wheels ] && export LLMOPS_WHEELS_DIR=${LLMOPS_WHEELS_DIR:-/opt/wheels}
+if [ $# -gt 0 ]; then scenarios=("$@"); else
+  mapfile -t scenarios < <(ls -d molecule/*/molecule.yml | xargs -n1 dirname | xargs -n1 basename | sort)
+fi
+fail=0; summary=()
+for s in "${scenarios[@]}"; do
+  t0=$(date +%s)
+  echo "=== molecule test -s $s"
+  if molecule test -s "$s"; then r=passed; else r=failed; fail=1; fi
+  summary+=("$s: $r in $(( $(date +%s) - t0 )) s")
+done
+printf 'molecule: %s\n' "${summary[@]}"
+exit $fail

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# `make test`: the whole suite, as CI runs it. Each stage is timed; all stages
+# run even when one fails, and the pytest summary line closes the run.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+export PATH="$PWD/.venv/bin:$PATH"
+[ -d /opt/wheels ] && export LLMOPS_WHEELS_DIR=${LLMOPS_WHEELS_DIR:-/opt/wheels}
+mkdir -p reports/test
+declare -a results=()
+fail=0
+stage() {
+  local name=$1; shift
+  local t0; t0=$(date +%s)
+  echo "=============== $name"
+  if "$@"; then results+=("$name: ok ($(( $(date +%s) - t0 )) s)")
+  else results+=("$name: FAILED ($(( $(date +%s) - t0 )) s)"); fail=1; fi
+}
+stage yamllint yamllint -s .
+stage ansible-lint ansible-lint --profile production
+stage sanity scripts/sanity.sh
+stage build bash -c 'ansible-galaxy collection build --force --output-path build/ >/dev/null && ansible-galaxy collection install --force -p build/installed build/llmops-serving-*.tar.gz >/dev/null && ANSIBLE_COLLECTIONS_PATH=build/installed ansible-doc llmops.serving.vllm_health >/dev/null && echo "collection tarball builds, installs and documents"'
+stage testbed scripts/testbed/setup.sh
+stage molecule scripts/molecule-all.sh ${LLMOPS_MOLECULE_SCENARIOS:-}
+printf '%s\n' "${results[@]}" | tee reports/test/stages.txt
+# Unit tests (+ live integration tests when a vLLM venv is given) last, so their
+# summary line closes the output.
+py_fail=0
+pytest -q tests/unit ${LLMOPS_PYTEST_EXTRA:-} -p no:cacheprovider || py_fail=$?
+[ $fail -eq 0 ] && [ $py_fail -eq 0 ]
