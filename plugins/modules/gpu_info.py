@@ -43,7 +43,7 @@ options:
     elements: path
     default: []
   timeout:
-    description: Seconds to wait for each C(nvidia-smi) call.
+    description: Seconds to wait for each C(nvidia-smi) / C(nvcc) call (through coreutils C(timeout); 0 = no limit).
     type: int
     default: 30
 notes:
@@ -181,18 +181,25 @@ def _disk(paths):
     return out
 
 
+def _run(module, argv):
+    """run_command with a wall-clock limit (coreutils timeout when present)."""
+    tbin = module.get_bin_path("timeout")
+    if tbin and module.params["timeout"] > 0:
+        argv = [tbin, str(module.params["timeout"])] + argv
+    return module.run_command(argv)
+
+
 def _from_smi(module, smi, nvcc_text, nvcc_path):
-    timeout = module.params["timeout"]
     fields = gpu_utils.QUERY_FIELDS
-    rc, out, err = module.run_command(gpu_utils.query_gpu_argv(smi, fields), timeout=timeout)
+    rc, out, err = _run(module, gpu_utils.query_gpu_argv(smi, fields))
     if rc != 0 and "not a valid field" in (out + err):
         fields = gpu_utils.QUERY_FIELDS_LEGACY
-        rc, out, err = module.run_command(gpu_utils.query_gpu_argv(smi, fields), timeout=timeout)
+        rc, out, err = _run(module, gpu_utils.query_gpu_argv(smi, fields))
     if rc != 0:
         text = (out + "\n" + err).strip()
         return gpu_utils.cpu_facts("nvidia-smi failed (rc=%s): %s" % (rc, text.splitlines()[0] if text else ""),
                                    smi, nvcc_text, nvcc_path)
-    xrc, xout, xerr = module.run_command([smi, "-q", "-x"], timeout=timeout)
+    xrc, xout, xerr = _run(module, [smi, "-q", "-x"])
     xml_text = xout if xrc == 0 and xout.strip() else None
     facts = gpu_utils.facts_from_smi(out, xml_text, nvcc_text, smi, nvcc_path, fields)
     if xml_text is None:
@@ -218,7 +225,7 @@ def main():
     nvcc = p["nvcc_path"] or module.get_bin_path("nvcc", opt_dirs=["/usr/local/cuda/bin"])
     nvcc_text = None
     if nvcc:
-        rc, out, err = module.run_command([nvcc, "--version"], timeout=p["timeout"])
+        rc, out, err = _run(module, [nvcc, "--version"])
         nvcc_text = out if rc == 0 else None
 
     facts = None
