@@ -30,10 +30,10 @@ options:
     choices: [auto, nvml, nvidia-smi]
     default: auto
   nvidia_smi_path:
-    description: Path of C(nvidia-smi). Default: looked up on the PATH.
+    description: Path of C(nvidia-smi). Default is to look it up on the PATH.
     type: path
   nvcc_path:
-    description: Path of C(nvcc). Default: looked up on the PATH and in C(/usr/local/cuda/bin).
+    description: Path of C(nvcc). Default is to look it up on the PATH and in C(/usr/local/cuda/bin).
     type: path
   disk_paths:
     description:
