@@ -473,7 +473,14 @@ except Exception as e:
 out["import_s"] = round(time.time() - t0, 3)
 class ArgError(Exception):
     pass
+pending = []
 def _error(msg):
+    # argparse's parse_args() calls error() for unrecognized arguments after
+    # parsing everything else: record it and go on, so that the other checks
+    # of the same instance still run. Every other error stops the parse.
+    if str(msg).startswith("unrecognized arguments:"):
+        pending.append(str(msg))
+        return
     raise ArgError(msg)
 def extra_checks(ns):
     errs = []
@@ -520,15 +527,18 @@ parser.error = _error
 out["parser_s"] = round(time.time() - t0, 3)
 for argv in req["argvs"]:
     res = {"ok": True, "errors": []}
+    del pending[:]
     try:
         ns = parser.parse_args(argv)
+        for m in pending:
+            res["errors"].append({"stage": "parser", "msg": m})
     except ArgError as e:
         res["ok"] = False; res["errors"].append({"stage": "parser", "msg": str(e)})
         out["results"].append(res); continue
     except SystemExit as e:
         res["ok"] = False; res["errors"].append({"stage": "parser", "msg": "parser exited (%s)" % e})
         out["results"].append(res); continue
-    if getattr(ns, "model_tag", None) is not None:
+    if getattr(ns, "model_tag", None) is not None and not pending:
         res["errors"].append({"stage": "parser", "msg": "unexpected positional value %r (an option value without its flag, or a list given to a single-value option?)" % ns.model_tag})
     try:
         validate_parsed_serve_args(ns)
