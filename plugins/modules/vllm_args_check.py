@@ -1,0 +1,277 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: llmops.serving contributors
+# Apache License 2.0 (see LICENSE)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+---
+module: vllm_args_check
+short_description: Check vLLM options given as data with the installed vLLM's own parser, before anything restarts
+version_added: "0.2.0"
+description:
+  - Read-only check of the vLLM server options of every instance of the
+    C(vllm_service) role, run before any unit or environment file changes.
+  - First rejects fictional or removed options (C(enable_flash_attn),
+    C(use_v2_attention), C(grpc_port)/C(enable_grpc), C(speculative_model)/
+    C(num_speculative_tokens), C(disable_log_requests), C(swap_space),
+    C(gpu_cache_usage_perc), env C(VLLM_ATTENTION_BACKEND)) with the real
+    replacement named, option keys written as raw flags (C(--x), spaces,
+    C(=)), and keys the role sets itself (C(model), C(port), C(api_key), ...).
+  - Then range checks - C(gpu_memory_utilization) in (0, 1],
+    C(tensor_parallel_size) x C(pipeline_parallel_size) x C(data_parallel_size)
+    <= GPUs assigned on CUDA hosts, GPUs shared by instances whose memory
+    shares add up to more than 1, C(kv_cache_dtype) choices, ports in
+    1..65535, unique, and not bound by a process other than the instance's
+    own C(vllm@NAME) unit.
+  - Then renders each instance's argv exactly as the unit runs it and parses
+    all of them in B(one) child process of O(python) with the installed
+    vLLM's own server argument parser, its pre-load checks and
+    C(AsyncEngineArgs) (no engine, no model load), plus the attention backend,
+    quantization and C(speculative_config) keys. Errors are mapped back to the
+    variable that produced the option (for example
+    C(vllm_instances[0].args.max_model_len)).
+  - Fails with every problem listed. Never changes anything (C(changed=false));
+    runs in check mode too.
+  - When O(python) does not exist yet (check mode on a host where vLLM is not
+    installed), the parser check is skipped and reported (RV(parser_checked)
+    false) unless O(require_parser=true).
+options:
+  instances:
+    description:
+      - The role's C(vllm_instances) list. Each entry has C(name), C(model),
+        optional C(served_model_name), C(host) (default C(127.0.0.1)),
+        C(port) (default C(8000)), C(args) (dict of vLLM options), C(env)
+        (dict) and C(gpus) (list of GPU indexes).
+    type: list
+    elements: dict
+    required: true
+  common_args:
+    description: The role's C(vllm_common_args), merged under each instance's C(args) (the instance wins).
+    type: dict
+    default: {}
+  common_env:
+    description: The role's C(vllm_common_env).
+    type: dict
+    default: {}
+  python:
+    description: The vLLM venv's interpreter, for example C(/opt/vllm/venv/bin/python). It is the argv[0] of every instance.
+    type: path
+    required: true
+  device:
+    description: C(cuda) enables the GPU checks; C(cpu) skips them; C(auto) treats the host as C(cuda) when O(gpu_count) is given or C(/dev/nvidiactl) exists.
+    type: str
+    choices: [auto, cuda, cpu]
+    default: auto
+  gpu_count:
+    description: GPUs on the host, used for instances without C(gpus) and to check GPU indexes.
+    type: int
+  parser:
+    description: Run the installed vLLM's parser check (about 20 s on 2 CPU cores, mostly importing vLLM).
+    type: bool
+    default: true
+  require_parser:
+    description: Fail when O(python) is missing instead of skipping the parser check.
+    type: bool
+    default: false
+  check_ports:
+    description: Look for listeners on the instances' ports (C(ss -Hltnp)) owned by something other than C(vllm@NAME).
+    type: bool
+    default: true
+  timeout:
+    description: Seconds the parser child may take.
+    type: int
+    default: 300
+requirements:
+  - C(ss) (iproute2) on the target for O(check_ports)
+  - the vLLM venv for O(parser)
+author:
+  - llmops.serving contributors
+"""
+
+EXAMPLES = r"""
+- name: Check the vLLM options of every instance (before any template task)
+  llmops.serving.vllm_args_check:
+    instances: "{{ vllm_instances }}"
+    common_args: "{{ vllm_common_args }}"
+    common_env: "{{ vllm_common_env }}"
+    python: "{{ vllm_venv }}/bin/python"
+    device: "{{ _vllm_device }}"
+  register: vllm_args_checked
+
+- name: Only the fictional-flag and range checks (no vLLM needed)
+  llmops.serving.vllm_args_check:
+    instances:
+      - name: qwen
+        model: /srv/models/Qwen2.5-7B-Instruct
+        port: 8000
+        gpus: [0]
+        args:
+          gpu_memory_utilization: 0.9
+          max_model_len: 8192
+    python: /opt/vllm/venv/bin/python
+    device: cuda
+    parser: false
+"""
+
+RETURN = r"""
+argv:
+  description: Rendered argv of each instance, as its unit runs it (no secrets are ever in argv).
+  returned: always
+  type: dict
+  sample: {"default": ["/opt/vllm/venv/bin/python", "-m", "vllm.entrypoints.openai.api_server", "--model", "/srv/models/tiny"]}
+problems:
+  description: Every problem found (empty when the options are valid).
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    path:
+      description: Variable path, for example C(vllm_instances[0].args.swap_space).
+      type: str
+    option:
+      description: The flag or key concerned, when known.
+      type: str
+    kind:
+      description: fictional, raw_key, reserved, type, range, port, parser or engine.
+      type: str
+    msg:
+      description: What is wrong and the fix.
+      type: str
+parser_checked:
+  description: Whether the installed vLLM's parser checked the argv.
+  returned: always
+  type: bool
+parser_skipped_reason:
+  description: Why the parser check did not run.
+  returned: when parser_checked is false
+  type: str
+vllm_version:
+  description: Version of the vLLM that parsed the argv.
+  returned: when parser_checked
+  type: str
+elapsed:
+  description: Seconds the parser child took (import, parser build, all instances).
+  returned: when parser_checked
+  type: float
+"""
+
+import json
+import os
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.llmops.serving.plugins.module_utils import vllm_args
+from ansible_collections.llmops.serving.plugins.module_utils import vllm_flags
+
+
+def _main_pids(module, names):
+    systemctl = module.get_bin_path("systemctl")
+    pids = {}
+    if not systemctl:
+        return pids
+    for name in names:
+        rc, out, _ = module.run_command([systemctl, "show", "-p", "MainPID", "--value",
+                                         "vllm@%s.service" % name])
+        try:
+            pids[name] = int(out.strip()) if rc == 0 else 0
+        except ValueError:
+            pids[name] = 0
+    return pids
+
+
+def run_parser(module, python, argvs, timeout):
+    cmd = [python, "-c", vllm_flags.PARSER_CHILD]
+    timeout_bin = module.get_bin_path("timeout")
+    if timeout_bin:
+        cmd = [timeout_bin, str(timeout)] + cmd
+    rc, out, err = module.run_command(
+        cmd,
+        data=json.dumps({"argvs": argvs}), binary_data=True,
+        environ_update=vllm_flags.parser_child_env({}))
+    result = vllm_flags.parse_child_output(out)
+    if result is None:
+        tail = (err or out or "")[-2000:]
+        return None, "the parser child (%s) gave no result (rc=%s): %s" % (python, rc, tail)
+    if result.get("import_error"):
+        return None, "vLLM cannot be imported by %s: %s" % (python, result["import_error"])
+    return result, None
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            instances=dict(type="list", elements="dict", required=True),
+            common_args=dict(type="dict", default={}),
+            common_env=dict(type="dict", default={}),
+            python=dict(type="path", required=True),
+            device=dict(type="str", choices=["auto", "cuda", "cpu"], default="auto"),
+            gpu_count=dict(type="int"),
+            parser=dict(type="bool", default=True),
+            require_parser=dict(type="bool", default=False),
+            check_ports=dict(type="bool", default=True),
+            timeout=dict(type="int", default=300),
+        ),
+        supports_check_mode=True,
+    )
+    p = module.params
+    instances = p["instances"]
+    common_args = p["common_args"] or {}
+    device = p["device"]
+    if device == "auto":
+        device = "cuda" if (p["gpu_count"] or os.path.exists("/dev/nvidiactl")) else "cpu"
+
+    problems = []
+    for i, inst in enumerate(instances):
+        for key in ("name", "model"):
+            if not inst.get(key):
+                problems.append(vllm_flags.problem("vllm_instances[%d].%s" % (i, key), None, "type",
+                                                   "vllm_instances[%d].%s is required" % (i, key)))
+    problems += vllm_flags.check_fictional(instances, common_args, p["common_env"])
+    problems += vllm_flags.check_ranges(instances, common_args, p["gpu_count"], device)
+
+    if p["check_ports"]:
+        ss = module.get_bin_path("ss")
+        if ss:
+            rc, out, _ = module.run_command([ss, "-Hltnp"])
+            if rc == 0:
+                listeners = vllm_flags.parse_ss_listeners(out)
+                pids = _main_pids(module, [i.get("name") for i in instances if i.get("name")])
+                problems += vllm_flags.check_ports(instances, listeners, vllm_flags.unit_of_pid, pids)
+
+    result = dict(changed=False, parser_checked=False)
+    valid = [i for i, inst in enumerate(instances) if inst.get("model") and inst.get("name")]
+    result["argv"] = dict((instances[i]["name"], vllm_args.instance_argv(instances[i], p["python"], common_args))
+                          for i in valid)
+
+    if not p["parser"]:
+        result["parser_skipped_reason"] = "parser=false"
+    elif not (os.path.isfile(p["python"]) and os.access(p["python"], os.X_OK)):
+        result["parser_skipped_reason"] = "%s does not exist yet (vLLM not installed)" % p["python"]
+        if p["require_parser"]:
+            problems.append(vllm_flags.problem("python", None, "parser", result["parser_skipped_reason"]))
+    elif valid:
+        argvs = [vllm_flags.parser_argv(instances[i], common_args) for i in valid]
+        out, err = run_parser(module, p["python"], argvs, p["timeout"])
+        if err:
+            result["parser_skipped_reason"] = err
+            problems.append(vllm_flags.problem("python", None, "parser", err))
+        else:
+            result["parser_checked"] = True
+            result["vllm_version"] = out.get("vllm_version")
+            result["elapsed"] = out.get("elapsed")
+            fmaps = [vllm_flags.flag_map(i, instances[i], common_args) for i in valid]
+            problems += vllm_flags.parser_problems(out["results"], fmaps, valid)
+
+    result["problems"] = problems
+    if problems:
+        module.fail_json(msg="vLLM options are invalid (nothing was changed):\n%s"
+                         % vllm_flags.format_problems(problems), **result)
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()
