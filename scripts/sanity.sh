@@ -4,6 +4,20 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$PWD/.venv/bin:$PATH"
+# ansible-test bootstraps pip in its venvs with a script from its CI host,
+# which is unreachable here: provide a stand-in for every pinned version.
+pip_versions=$(python3 - <<'PY'
+import glob, re
+found = set()
+for path in glob.glob('.venv/lib/python3*/site-packages/ansible_test/_internal/python_requirements.py'):
+    found.update(re.findall(r"pip_version\s*=\s*['\"]([0-9.]+)['\"]", open(path).read()))
+print(" ".join(sorted(found)))
+PY
+)
+for v in ${pip_versions:-24.2}; do
+  cache=~/.ansible/test/cache/get_pip_${v//./_}.py
+  [ -f "$cache" ] || { mkdir -p "$(dirname "$cache")"; cp scripts/ansible_test_get_pip.py "$cache"; }
+done
 stage=build/sanity/ansible_collections/llmops/serving
 rm -rf build/sanity
 mkdir -p "$stage"

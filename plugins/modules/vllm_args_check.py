@@ -38,7 +38,7 @@ description:
     runs in check mode too.
   - When O(python) does not exist yet (check mode on a host where vLLM is not
     installed), the parser check is skipped and reported (RV(parser_checked)
-    false) unless O(require_parser=true).
+    false) unless O(require_parser=true). The same holds when the venv cannot import vLLM.
 options:
   instances:
     description:
@@ -257,8 +257,12 @@ def main():
         argvs = [vllm_flags.parser_argv(instances[i], common_args) for i in valid]
         out, err = run_parser(module, p["python"], argvs, p["timeout"])
         if err:
+            # A venv that cannot import vLLM (broken or half-installed) is an
+            # install problem: the install phase repairs it and the role runs
+            # this check again with require_parser=true afterwards.
             result["parser_skipped_reason"] = err
-            problems.append(vllm_flags.problem("python", None, "parser", err))
+            if p["require_parser"]:
+                problems.append(vllm_flags.problem("python", None, "parser", err))
         else:
             result["parser_checked"] = True
             result["vllm_version"] = out.get("vllm_version")
