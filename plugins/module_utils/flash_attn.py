@@ -197,11 +197,13 @@ def build_key(flash_attn_version, torch_version, cuda_version, python_abi, archs
     return dict(id=digest, string=readable, fields=fields)
 
 
-_PROGRESS_RE = re.compile(r"\[(\d+)/(\d+)\]\s")
+_PROGRESS_RE = re.compile(r"^\s*\[(\d+)/(\d+)\]\s")
 
 
 def parse_progress(text):
-    """Ninja output ("[N/M] nvcc ...") -> dict(built, total, percent, line).
+    """Ninja output ("[N/M] nvcc ..." at the start of a line, pip may indent it)
+    -> dict(built, total, percent, line). "[a/b]" inside other lines (compiler
+    warnings) is ignored.
 
     The last "[N/M]" wins (ninja prints N when it starts step N, so N-1 steps
     are finished; we report N as "objects started"). Returns built=0, total=None
@@ -209,10 +211,11 @@ def parse_progress(text):
     """
     built, total, line = 0, None, None
     for raw in (text or "").splitlines():
-        for m in _PROGRESS_RE.finditer(raw + " "):
+        m = _PROGRESS_RE.match(raw + " ")
+        if m:
             b, t = int(m.group(1)), int(m.group(2))
             if t > 0 and b <= t:
-                built, total, line = b, t, raw[:200]
+                built, total, line = b, t, raw.strip()[:200]
     percent = round(100.0 * built / total, 1) if total else 0.0
     return dict(built=built, total=total, percent=percent, line=line)
 

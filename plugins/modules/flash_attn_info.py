@@ -220,7 +220,8 @@ def main():
         try:
             archs = fa.validate_archs(p["archs"], var="archs")
         except fa.FlashAttnError as e:
-            module.fail_json(msg=str(e), **result)
+            result["msg"] = str(e)
+            module.fail_json(**result)
 
     if not os.access(p["python"], os.X_OK):
         result["msg"] = "interpreter %s not found or not executable (is the venv installed?)" % p["python"]
