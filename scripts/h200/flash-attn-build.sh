@@ -11,6 +11,8 @@
 #   scripts/h200/flash-attn-build.sh poll [SECONDS] # print [N/M] progress until the wheel exists (default 540 s)
 #   scripts/h200/flash-attn-build.sh verify         # install wheel, cuobjdump, numeric check -> $OUT/*.json
 #   scripts/h200/flash-attn-build.sh status         # one progress line
+#   scripts/h200/flash-attn-build.sh role           # (ansible-core carried) the role itself, cache pre-seeded
+#                                                   # with the wheel built above: install + verify, run twice
 #
 # Environment (all optional): FA_PYTHON (/opt/torch/.venv/bin/python), FA_SDIST
 # (.whl/flash_attn-2.8.3.post2.tar.gz), FA_WORK (/tmp/fa-build), FA_ARCHS (derived from
@@ -160,10 +162,36 @@ PYEOF
   "$PY" -c 'import json,sys; sys.exit(0 if json.load(open(sys.argv[1]))["ok"] else 1)' "$OUTDIR/flash-attn-verify.json"
 }
 
+cmd_role() {
+  # The role itself, against a cache pre-seeded with the wheel `start` built (cache hit:
+  # install + verify only; a real role build would not fit in one 10-minute call).
+  local ap="${FA_ANSIBLE_PLAYBOOK:-ansible-playbook}"
+  command -v "$ap" > /dev/null || { echo "ERROR: $ap not found (carry ansible-core, set FA_ANSIBLE_PLAYBOOK)"; return 1; }
+  local whl; whl=$(ls "$WHEELS"/flash_attn-*.whl 2>/dev/null | head -n1)
+  [ -n "$whl" ] || { echo "ERROR: no wheel in $WHEELS (run start/poll first)"; return 1; }
+  local kid; kid=$("$PY" -c 'import json,sys; print(json.load(open(sys.argv[1]))["key"]["id"])' "$WORK/start.json")
+  mkdir -p "$WORK/cache/$kid" "$WORK/collections/ansible_collections/llmops"
+  ln -sfn "$HERE" "$WORK/collections/ansible_collections/llmops/serving"
+  cp "$whl" "$WORK/cache/$kid/"
+  (cd "$WORK/cache/$kid" && sha256sum "$(basename "$whl")" > "$(basename "$whl").sha256")
+  printf '[defaults]\nstdout_callback = default\ncallback_result_format = yaml\nretry_files_enabled = false\n' > "$WORK/ansible.cfg"
+  local rc=0 i
+  for i in 1 2; do
+    FA_VENV="$(dirname "$(dirname "$PY")")" FA_WORK="$WORK" FA_SDIST="$SDIST" FA_OUT="$OUTDIR" CUDA_HOME="$CUDA_HOME" \
+      ANSIBLE_COLLECTIONS_PATH="$WORK/collections" ANSIBLE_CONFIG="$WORK/ansible.cfg" \
+      ANSIBLE_LOCALHOST_WARNING=false ANSIBLE_INVENTORY_UNPARSED_WARNING=false \
+      "$ap" "$HERE/scripts/h200/flash-attn-role.yml" > "$OUTDIR/role-run$i.log" 2>&1 || rc=$?
+    echo "== role run $i (rc=$rc)"; grep -E "^ +msg: '(NOTICE|flash-attn)|fatal|FAILED|: ok=" "$OUTDIR/role-run$i.log" | tail -n 12
+    [ "$rc" = 0 ] || return "$rc"
+  done
+  cat "$OUTDIR/flash-attn-role-result.json"
+}
+
 case "${1:-}" in
   start) cmd_start ;;
   poll) cmd_poll "${2:-540}" ;;
   status) progress_line; cat "$STATUS" 2>/dev/null ;;
   verify) cmd_verify ;;
+  role) cmd_role ;;
   *) sed -n '2,20p' "$0"; exit 2 ;;
 esac
