@@ -46,6 +46,9 @@ cmd_start() {
   if [ -f "$WORK/build.pid" ] && kill -0 "$(cat "$WORK/build.pid")" 2>/dev/null && [ ! -f "$STATUS" ]; then
     echo "build already running (pid $(cat "$WORK/build.pid"))"; progress_line; return 0
   fi
+  if [ -z "${FA_REBUILD:-}" ] && grep -qs '^rc=0 ' "$STATUS" && ls "$WHEELS"/flash_attn-*.whl > /dev/null 2>&1; then
+    echo "already built: $(cat "$STATUS"), $(ls "$WHEELS"); FA_REBUILD=1 to build again"; return 0
+  fi
   [ -f "$SDIST" ] || { echo "ERROR: sdist $SDIST not found (set FA_SDIST)"; return 1; }
   [ -x "$PY" ] || { echo "ERROR: python $PY not found (set FA_PYTHON)"; return 1; }
   local archs
@@ -96,6 +99,7 @@ JSON
 cmd_poll() {
   local limit="${1:-540}" t0 last=""
   t0=$(date +%s)
+  [ -f "$WORK/build.pid" ] || { echo "ERROR: no build started in $WORK (run start first)"; return 1; }
   while :; do
     if [ -f "$STATUS" ]; then
       echo "build finished: $(cat "$STATUS")"; progress_line
@@ -107,6 +111,9 @@ cmd_poll() {
     local line; line=$(progress_line)
     local p="${line#* }"; p="${p%% elapsed=*}"
     if [ "$p" != "$last" ]; then echo "$line"; last="$p"; fi
+    if ! kill -0 "$(cat "$WORK/build.pid")" 2>/dev/null && [ ! -f "$STATUS" ]; then
+      echo "ERROR: build process $(cat "$WORK/build.pid") is gone without a status (machine restarted?)"; tail -n 20 "$LOG"; return 1
+    fi
     if [ $(( $(date +%s) - t0 )) -ge "$limit" ]; then
       echo "still building after this poll window ($limit s): $line"; return 0
     fi
