@@ -19,8 +19,9 @@ placement):
   * a model needing ``n`` GPUs gets the first ``n`` GPUs of the first worker
     (by name) that has ``n`` GPUs each with enough unreserved memory
     (best effort packing: first fit);
-  * memory already reserved on a GPU (``memory_used``, ``system_reserved_mib``,
-    earlier models) is subtracted;
+  * on each GPU, the utilisations of the models placed there plus the share
+    already used (``memory_used``, ``system_reserved_mib``) stay <= ``max_utilization``
+    (vLLM instances sharing a GPU each take their fraction of the TOTAL memory);
   * the utilisation is ``budget / total`` rounded UP to 2 decimals
     (vLLM's fraction of TOTAL memory) and must be <= ``max_utilization``.
 """
@@ -86,6 +87,7 @@ def normalize_inventory(workers):
                 "name": gpu.get("name", ""),
                 "total_mib": total,
                 "free_mib": total - _gpu_used_mib(gpu) - reserved,
+                "allocated": 0.0,
             })
         norm.sort(key=lambda g: g["index"])
         items.append((str(name), norm))
@@ -127,25 +129,29 @@ def place(workers, models, max_utilization=0.95, gpu_type="cuda"):
         count = int(model.get("gpus", 1) or 1)
         chosen = None
         for worker, gpus in inventory:
-            fit = [g for g in gpus if g["free_mib"] >= budget]
+            fit = []
+            for g in gpus:
+                util = utilization_for(budget, g["total_mib"])
+                # fractions of TOTAL memory: already allocated + used/reserved + this one <= max
+                taken = g["allocated"] + (g["total_mib"] - g["free_mib"]) / g["total_mib"]
+                if util + taken <= max_utilization + 1e-9:
+                    fit.append((g, util))
             if len(fit) >= count:
                 chosen = (worker, fit[:count])
                 break
         if chosen is None:
             raise PlacementError(
-                "model %r needs %d GPU(s) with %.0f MiB free each; no worker has that (free per GPU: %s)"
-                % (name, count, budget, ", ".join(
-                    "%s:%s=%.0f" % (w, g["index"], g["free_mib"]) for w, gs in inventory for g in gs) or "no GPUs")
+                "model %r needs %d GPU(s) with %.0f MiB each within --gpu-memory-utilization <= %.2f per GPU; "
+                "no worker has that (free per GPU: %s)"
+                % (name, count, budget, max_utilization, ", ".join(
+                    "%s:%s=%.0fMiB" % (w, g["index"], g["total_mib"] * (max_utilization - g["allocated"]) - (g["total_mib"] - g["free_mib"]))
+                    for w, gs in inventory for g in gs) or "no GPUs")
             )
-        worker, gpus = chosen
-        util = max(utilization_for(budget, g["total_mib"]) for g in gpus)
-        if util > max_utilization:
-            raise PlacementError(
-                "model %r: budget %.0f MiB needs --gpu-memory-utilization=%.2f > max %.2f on %s"
-                % (name, budget, util, max_utilization, worker)
-            )
+        worker, fit = chosen
+        gpus = [g for g, _u in fit]
+        util = max(u for _g, u in fit)
         for g in gpus:
-            g["free_mib"] -= util * g["total_mib"]
+            g["allocated"] = round(g["allocated"] + util, 6)
         ids = ["%s:%s:%d" % (worker, gpu_type, g["index"]) for g in gpus]
         result[name] = {
             "worker": worker,
