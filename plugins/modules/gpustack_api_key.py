@@ -15,7 +15,7 @@ version_added: "0.1.0"
 description:
   - Logs in with the form login (C(POST /auth/login)) and makes sure an API key
     named O(name) with the fixed value O(key) exists
-    (C(POST /v2/api-keys {"name", "custom"})).
+    (C(POST /v2/api-keys) with C(name) and C(custom)).
   - Idempotent. When a key of that name exists and O(key) authenticates, nothing
     changes. When the name exists but the value does not authenticate (rotated
     in the vault), the old key is deleted and the new one created.

@@ -14,9 +14,9 @@ short_description: Ensure a GPUStack cluster exists and read its worker registra
 version_added: "0.1.0"
 description:
   - Server-only GPUStack 2.3.0 installs have no cluster; workers and models need
-    one. Creates it with C(POST /v2/clusters {"name", "provider"}) when missing.
+    one. Creates it with C(POST /v2/clusters) when missing.
   - With O(registration_token=true) returns the cluster's worker registration
-    token (C(GET /v2/clusters/{id}/registration-token)). It is a secret: use
+    token (C(GET /v2/clusters/{id}/registration-token)). It is a secret, use
     C(no_log) on the task.
 extends_documentation_fragment:
   - llmops.serving.gpustack

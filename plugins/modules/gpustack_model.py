@@ -19,8 +19,8 @@ description:
   - Updates send the merged full object with C(PUT /v2/models/{id}) (the API
     answers a partial body with 422).
   - Creates the cluster when the server has none (server-only installs have
-    none): C(POST /v2/clusters {"name", "provider": "Docker"}).
-  - Static, deterministic GPU memory is expressed with the real levers:
+    none) with C(POST /v2/clusters) and provider C(Docker).
+  - Static, deterministic GPU memory is expressed with the real levers,
     C(--gpu-memory-utilization=<x>) in O(backend_parameters) and O(gpu_selector)
     (see the C(llmops.serving.gpustack_placement) filter).
 extends_documentation_fragment:
