@@ -78,7 +78,7 @@ options:
     type: str
   backend_parameters:
     description:
-      - Backend flags, e.g. C(["--gpu-memory-utilization=0.90", "--max-model-len=4096"]).
+      - Backend flags, e.g. C(--gpu-memory-utilization=0.90) and C(--max-model-len=4096).
     type: list
     elements: str
   replicas:
@@ -87,7 +87,7 @@ options:
     default: 1
   gpu_selector:
     description:
-      - Pin the model to GPUs, C({"gpu_ids": ["<worker>:cuda:<i>"], "gpus_per_replica": 1}).
+      - Pin the model to GPUs, keys C(gpu_ids) (list of C(<worker>:cuda:<i>)) and C(gpus_per_replica).
       - Only the sub-keys given are compared with the server's object.
     type: dict
   env:
