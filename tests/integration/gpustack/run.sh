@@ -76,6 +76,14 @@ INV
 vars=(-e "@$here/vars.yml" -e "gpustack_venv=$venv")
 play() { ansible-playbook -i "$out/inventory.yml" "${vars[@]}" "$@"; }
 
+step "playbooks/gpustack.yml with empty groups is a no-op"
+printf 'all:\n  hosts:\n    localhost:\n      ansible_connection: local\n' > "$out/empty.yml"
+ansible-playbook -i "$out/empty.yml" "$here/site_noop.yml" > "$out/noop.log" 2>&1
+grep -q "ok=" "$out/noop.log" && { echo "FAIL: playbooks/gpustack.yml ran tasks with empty groups"; exit 1; }
+
+step "check mode on the never-converged host (must not fail)"
+play --check "$here/converge.yml" > "$out/check-fresh.log" 2>&1 || { tail -50 "$out/check-fresh.log"; exit 1; }
+
 step "converge #1 (role, pip method)"
 play "$here/converge.yml" > "$out/converge1.log" 2>&1 || { tail -50 "$out/converge1.log"; exit 1; }
 grep -A3 "PLAY RECAP" "$out/converge1.log"
