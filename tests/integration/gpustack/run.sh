@@ -1,0 +1,110 @@
+#!/usr/bin/env bash
+# Live test of llmops.serving.gpustack (pip method) and the gpustack_* modules
+# against a REAL GPUStack 2.3.0 server and a REAL PostgreSQL, both inside one
+# network namespace that has only loopback (GPUStack binds 0.0.0.0 with the
+# gateway disabled). The namespace is a systemd container started with
+# `--network none` (systemd is PID 1 there, so the role manages gpustack.service
+# for real); PostgreSQL runs from the host's Debian package inside that same
+# namespace (nsenter -n). Ansible reaches the container with docker exec.
+#
+# Needs: root, docker daemon, image llmops/debian-systemd:bookworm
+# (scripts/testbed/build-base-image.sh), network to PyPI for the first venv build.
+# Usage: tests/integration/gpustack/run.sh      (exit 0 = all checks passed)
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+repo=$(cd "$here/../../.." && pwd)
+cd "$repo"
+export PATH=${LLMOPS_VENV:-/work/main/.venv}/bin:$PATH
+export ANSIBLE_CONFIG=$repo/ansible.cfg
+image=${LLMOPS_BASE_IMAGE:-llmops/debian-systemd:bookworm}
+venv=$repo/.cache/gpustack-venv-deb       # built with Debian's python3.11, bind-mounted at the same path
+name=gpustack-live-$$
+pgdata=$(mktemp -d /tmp/gpustack-live-pg.XXXXXX)
+out=$(mktemp -d /tmp/gpustack-live-out.XXXXXX)
+t0=$(date +%s)
+step() { echo "[$(( $(date +%s) - t0 ))s] $*"; }
+
+cleanup() {
+  set +e
+  if [ -n "${pid:-}" ]; then nsenter -t "$pid" -n su postgres -s /bin/sh -c "pg_ctl -D $pgdata/db -m immediate stop" >/dev/null 2>&1; fi
+  docker rm -f "$name" >/dev/null 2>&1
+  rm -rf "$pgdata"
+  step "cleaned up (logs kept in $out)"
+}
+trap cleanup EXIT
+
+step "prerequisites"
+pgbin=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1 || true)
+if [ -z "$pgbin" ]; then
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null
+  pgbin=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)
+fi
+if [ ! -x "$venv/bin/gpustack" ]; then
+  step "building $venv (pip install gpustack==2.3.0, about 1 min, 909 MB)"
+  /usr/bin/python3 -m venv "$venv"
+  "$venv/bin/pip" install -q gpustack==2.3.0
+fi
+docker image inspect "$image" >/dev/null
+make -s stage
+
+step "namespace: container $name with --network none (loopback only)"
+docker run -d --name "$name" --hostname gs-server --network none \
+  --cap-add SYS_ADMIN --security-opt seccomp=unconfined --cgroupns host \
+  -v /sys/fs/cgroup:/sys/fs/cgroup:rw --tmpfs /run --tmpfs /run/lock \
+  -v "$venv:$venv:ro" "$image" /lib/systemd/systemd >/dev/null
+pid=$(docker inspect -f '{{.State.Pid}}' "$name")
+nsenter -t "$pid" -n ip -o link | awk '{print $2}' | tr '\n' ' ' | sed 's/^/  interfaces: /'; echo
+
+step "PostgreSQL inside the namespace (127.0.0.1:55432, trust)"
+chown postgres "$pgdata"
+su postgres -s /bin/sh -c "$pgbin/initdb -A trust -U postgres -D $pgdata/db" >/dev/null
+nsenter -t "$pid" -n su postgres -s /bin/sh -c \
+  "$pgbin/pg_ctl -D $pgdata/db -l $pgdata/pg.log -o '-c listen_addresses=127.0.0.1 -p 55432 -k $pgdata' -w start" >/dev/null
+nsenter -t "$pid" -n su postgres -s /bin/sh -c "$pgbin/createdb -h 127.0.0.1 -p 55432 gpustack"
+
+cat > "$out/inventory.yml" <<INV
+all:
+  children:
+    gpustack_server:
+      hosts:
+        $name:
+          ansible_connection: community.docker.docker
+          ansible_python_interpreter: /usr/bin/python3
+    gpustack_worker:
+      hosts: {}
+INV
+vars=(-e "@$here/vars.yml" -e "gpustack_venv=$venv")
+play() { ansible-playbook -i "$out/inventory.yml" "${vars[@]}" "$@"; }
+
+step "playbooks/gpustack.yml with empty groups is a no-op"
+printf 'all:\n  hosts:\n    localhost:\n      ansible_connection: local\n' > "$out/empty.yml"
+ansible-playbook -i "$out/empty.yml" "$here/site_noop.yml" > "$out/noop.log" 2>&1
+grep -q "ok=" "$out/noop.log" && { echo "FAIL: playbooks/gpustack.yml ran tasks with empty groups"; exit 1; }
+
+step "check mode on the never-converged host (must not fail)"
+play --check "$here/converge.yml" > "$out/check-fresh.log" 2>&1 || { tail -50 "$out/check-fresh.log"; exit 1; }
+
+step "converge #1 (role, pip method)"
+play "$here/converge.yml" > "$out/converge1.log" 2>&1 || { tail -50 "$out/converge1.log"; exit 1; }
+grep -A3 "PLAY RECAP" "$out/converge1.log"
+step "converge #2 (must be changed=0)"
+play "$here/converge.yml" > "$out/converge2.log" 2>&1 || { tail -50 "$out/converge2.log"; exit 1; }
+grep -A3 "PLAY RECAP" "$out/converge2.log"
+grep -E "changed=0 .*failed=0" "$out/converge2.log" >/dev/null || { echo "FAIL: second run changed something"; exit 1; }
+step "check mode on the converged host (must be changed=0)"
+play --check --diff "$here/converge.yml" > "$out/check.log" 2>&1 || { tail -50 "$out/check.log"; exit 1; }
+grep -E "changed=0 .*failed=0" "$out/check.log" >/dev/null || { echo "FAIL: check mode reports changes"; exit 1; }
+
+step "config validation (unknown + fictional keys, types, enums)"
+play "$here/test_config.yml" > "$out/config.log" 2>&1 || { tail -60 "$out/config.log"; exit 1; }
+grep -A3 "PLAY RECAP" "$out/config.log"
+
+step "gpustack_model / gpustack_model_info / gpustack_api_key against the live server"
+play -v "$here/test_models.yml" > "$out/models.log" 2>&1 || { tail -80 "$out/models.log"; exit 1; }
+grep -A3 "PLAY RECAP" "$out/models.log"
+
+step "secrets never in the output"
+key=$(awk -F'"' '/^gpustack_api_key:/{print $2}' "$here/vars.yml")
+pw=$(awk -F'"' '/^gpustack_bootstrap_password:/{print $2}' "$here/vars.yml")
+if grep -lF -e "$key" -e "$pw" "$out"/*.log; then echo "FAIL: a secret leaked into the output"; exit 1; fi
+step "PASS (total $(( $(date +%s) - t0 ))s)"
