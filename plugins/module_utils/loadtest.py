@@ -385,3 +385,31 @@ def render_sweep_table(option, sweep):
         for lv in entry.get("levels") or []:
             rows.append(dict(lv, value=entry.get("value")))
     return render_levels_table(rows, first=("value", option))
+
+
+# ------------------------------------------------------------------- plots
+def plot_data(title, levels=None, sweep=None, option=None, label=None):
+    """Input for roles/verify/files/plot_loadtest.py.
+
+    Verify: ``levels`` -> one series, x = concurrency. Sweep: ``sweep`` (list
+    of ``dict(value, levels)``) and ``option`` -> one series per concurrency,
+    x = the swept value.
+    """
+    series = []
+    if sweep is None:
+        pts = [dict(x=lv.get("concurrency"), output_throughput=lv.get("output_throughput"),
+                    ttft_p99_ms=lv.get("ttft_p99_ms")) for lv in sort_levels(levels or [])]
+        series.append(dict(label=label or "results", points=pts))
+        x_label = "concurrency"
+    else:
+        concs = sorted(set(lv.get("concurrency") for e in sweep for lv in (e.get("levels") or [])
+                           if lv.get("concurrency") is not None))
+        for c in concs:
+            pts = []
+            for e in sweep:
+                lv = pick_level(e.get("levels") or [], c)
+                pts.append(dict(x=e.get("value"), output_throughput=lv.get("output_throughput") if lv else None,
+                                ttft_p99_ms=lv.get("ttft_p99_ms") if lv else None))
+            series.append(dict(label="concurrency %s" % c, points=pts))
+        x_label = option or "value"
+    return dict(title=title, x_label=x_label, series=series)
