@@ -41,6 +41,26 @@ def loadtest_plot_data(levels_or_sweep, title, option=None, label=None):
     return _wrap(loadtest.plot_data, title, levels=list(levels_or_sweep or []), label=label)
 
 
+def loadtest_run_problems(runs, run_timeout=None):
+    """One line per load-generator run that timed out or exited non-zero."""
+    problems = []
+    for r in runs or []:
+        rc = r.get("rc")
+        label = r.get("item")
+        where = " (concurrency %s)" % label[0] if isinstance(label, (list, tuple)) and label else ""
+        if r.get("skipped"):
+            continue
+        if rc is None:
+            problems.append("load generator did not report an exit code%s: %s" % (where, r.get("msg", "")))
+        elif rc in (124, 137):
+            problems.append("load generator killed after verify_run_timeout=%s s%s: server dead or hung?"
+                            % (run_timeout, where))
+        elif rc != 0:
+            tail = [ln for ln in (r.get("stderr") or r.get("stdout") or "").splitlines() if ln.strip()]
+            problems.append("load generator exited rc=%s%s: %s" % (rc, where, tail[-1].strip() if tail else "no output"))
+    return problems
+
+
 class FilterModule(object):
     def filters(self):
         return {
@@ -48,4 +68,5 @@ class FilterModule(object):
             "loadtest_sweep_table": loadtest_sweep_table,
             "loadtest_levels_table": loadtest_levels_table,
             "loadtest_plot_data": loadtest_plot_data,
+            "loadtest_run_problems": loadtest_run_problems,
         }

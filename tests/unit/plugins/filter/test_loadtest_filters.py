@@ -26,7 +26,7 @@ def _sweep():
 
 
 def test_filters_registered():
-    assert set(f.FilterModule().filters()) == {"loadtest_best", "loadtest_sweep_table",
+    assert set(f.FilterModule().filters()) == {"loadtest_best", "loadtest_sweep_table", "loadtest_run_problems",
                                                "loadtest_levels_table", "loadtest_plot_data"}
 
 
@@ -58,3 +58,16 @@ def test_plot_script_writes_png(tmp_path, sweep):
     out = tmp_path / "p.png"
     subprocess.run([sys.executable, PLOT, str(src), str(out)], check=True)
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and out.stat().st_size > 5000
+
+
+def test_run_problems():
+    runs = [
+        {"rc": 0, "stdout": "ok"},
+        {"rc": 124, "item": [4, 16]},
+        {"rc": 1, "stderr": "Traceback...\nTimeoutError: Test connection failed\n"},
+        {"skipped": True},
+    ]
+    assert f.loadtest_run_problems(runs, 600) == [
+        "load generator killed after verify_run_timeout=600 s (concurrency 4): server dead or hung?",
+        "load generator exited rc=1: TimeoutError: Test connection failed",
+    ]
