@@ -80,7 +80,7 @@ options:
   wait_for:
     description:
       - C(none) probes once and reports. C(ready) polls until RV(state) is C(ready), and fails when
-        O(wait_timeout) passes or the unit reaches C(failed); the failure carries the last
+        O(wait_timeout) passes or the unit reaches C(failed) (or stays C(inactive)); the failure carries the last
         O(journal_lines) lines of the unit's journal.
     type: str
     choices: [none, ready]
@@ -312,6 +312,7 @@ def main():
     client = VllmClient(p["url"], api_key=p["api_key"], timeout=p["timeout"], validate_certs=p["validate_certs"])
     start = time.monotonic()
     polls = 0
+    inactive_polls = 0
     while True:
         result = probe(module, client)
         polls += 1
@@ -319,11 +320,15 @@ def main():
         if p["wait_for"] == "none" or result["state"] == "ready":
             module.exit_json(**result)
         unit = result["unit"] or {}
-        failed_unit = unit.get("known") and unit.get("active_state") == "failed"
+        # A failed unit will not come back by itself; neither will one that is
+        # inactive (stopped) - systemd shows a unit it is going to restart as
+        # activating/auto-restart. Inactive is given two polls of grace.
+        inactive_polls = inactive_polls + 1 if unit.get("active_state") == "inactive" else 0
+        failed_unit = unit.get("known") and (unit.get("active_state") == "failed" or inactive_polls >= 2)
         timed_out = time.monotonic() - start >= p["wait_timeout"]
         if failed_unit or timed_out:
-            why = ("unit %s failed (%s)" % (unit.get("name"), unit.get("result")) if failed_unit
-                   else "not ready after %ss" % p["wait_timeout"])
+            why = ("unit %s is %s (%s)" % (unit.get("name"), unit.get("active_state"), unit.get("result"))
+                   if failed_unit else "not ready after %ss" % p["wait_timeout"])
             if p["unit"]:
                 result["journal"] = journal_tail(p["unit"], p["journal_lines"],
                                                  runner=lambda argv: module.run_command(argv))
