@@ -18,7 +18,7 @@ trap 'docker rm -f "$node" >/dev/null 2>&1 || true' EXIT
 find_links=()
 [ -d /opt/wheels ] && find_links=(-e "{\"vllm_pip_find_links\": [\"/opt/wheels\"], \"vllm_cpu_torch_index_url\": \"\"}")
 ansible-playbook -i "$node," -c community.docker.docker \
-  -e ansible_python_interpreter=/usr/bin/python3 -e vllm_device=cpu "${find_links[@]}" \
+  -e ansible_python_interpreter=/usr/bin/python3 -e vllm_device=cpu -e vllm_port=65001 "${find_links[@]}" \
   --tags vllm_preflight,vllm_install "$here/prepare-vllm-node.yml"
 docker exec "$node" bash -c 'apt-get clean; rm -rf /root/.cache/pip /tmp/*'
 docker stop -t 5 "$node" >/dev/null
