@@ -20,10 +20,19 @@ stage ansible-lint ansible-lint --profile production
 stage sanity scripts/sanity.sh
 stage build bash -c 'ansible-galaxy collection build --force --output-path build/ >/dev/null && ansible-galaxy collection install --force -p build/installed build/llmops-serving-*.tar.gz >/dev/null && ANSIBLE_COLLECTIONS_PATH=build/installed ansible-doc llmops.serving.vllm_health >/dev/null && echo "collection tarball builds, installs and documents"'
 stage testbed scripts/testbed/setup.sh
+# The live suites need a vLLM python on this machine: the node image's venv,
+# copied out (no second 2.5 GB install).
+vllm_python=$(scripts/testbed/host-vllm-venv.sh) || vllm_python=""
+if [ -z "${LLMOPS_SKIP_LIVE:-}" ]; then
+  stage live-modules env VLLM_TEST_PYTHON="$vllm_python" pytest -q -p no:cacheprovider -m vllm_live \
+    tests/integration/test_vllm_live.py
+  stage gpustack tests/integration/gpustack/run.sh
+fi
 stage molecule scripts/molecule-all.sh ${LLMOPS_MOLECULE_SCENARIOS:-}
 printf '%s\n' "${results[@]}" | tee reports/test/stages.txt
 # Unit tests (+ live integration tests when a vLLM venv is given) last, so their
 # summary line closes the output.
 py_fail=0
-pytest -q tests/unit ${LLMOPS_PYTEST_EXTRA:-} -p no:cacheprovider || py_fail=$?
+# With VLLM_TEST_PYTHON the flag tests also run the installed vLLM's own parser.
+VLLM_TEST_PYTHON="$vllm_python" pytest -q tests/unit ${LLMOPS_PYTEST_EXTRA:-} -p no:cacheprovider || py_fail=$?
 [ $fail -eq 0 ] && [ $py_fail -eq 0 ]

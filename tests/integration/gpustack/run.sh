@@ -14,7 +14,7 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../../.." && pwd)
 cd "$repo"
-export PATH=${LLMOPS_VENV:-/work/main/.venv}/bin:$PATH
+export PATH=${LLMOPS_VENV:-$repo/.venv}/bin:$PATH
 export ANSIBLE_CONFIG=$repo/ansible.cfg
 image=${LLMOPS_BASE_IMAGE:-llmops/debian-systemd:bookworm}
 venv=$repo/.cache/gpustack-venv-deb       # built with Debian's python3.11, bind-mounted at the same path
