@@ -175,7 +175,7 @@ def _main_pids(module, names):
         return pids
     for name in names:
         rc, out, dummy = module.run_command([systemctl, "show", "-p", "MainPID", "--value",
-                                         "vllm@%s.service" % name])
+                                             "vllm@%s.service" % name])
         try:
             pids[name] = int(out.strip()) if rc == 0 else 0
         except ValueError:
