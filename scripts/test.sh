@@ -2,7 +2,7 @@
 # `make test`: the whole suite, as CI runs it. Each stage is timed; all stages
 # run even when one fails, and the pytest summary line closes the run.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 export PATH="$PWD/.venv/bin:$PATH"
 [ -d /opt/wheels ] && export LLMOPS_WHEELS_DIR=${LLMOPS_WHEELS_DIR:-/opt/wheels}
 mkdir -p reports/test
@@ -20,10 +20,12 @@ stage ansible-lint ansible-lint --profile production
 stage sanity scripts/sanity.sh
 stage build bash -c 'ansible-galaxy collection build --force --output-path build/ >/dev/null && ansible-galaxy collection install --force -p build/installed build/llmops-serving-*.tar.gz >/dev/null && ANSIBLE_COLLECTIONS_PATH=build/installed ansible-doc llmops.serving.vllm_health >/dev/null && echo "collection tarball builds, installs and documents"'
 stage testbed scripts/testbed/setup.sh
+# shellcheck disable=SC2086 # a space-separated list of scenario names
 stage molecule scripts/molecule-all.sh ${LLMOPS_MOLECULE_SCENARIOS:-}
 printf '%s\n' "${results[@]}" | tee reports/test/stages.txt
 # Unit tests (+ live integration tests when a vLLM venv is given) last, so their
 # summary line closes the output.
 py_fail=0
+# shellcheck disable=SC2086 # extra pytest arguments, split on spaces
 pytest -q tests/unit ${LLMOPS_PYTEST_EXTRA:-} -p no:cacheprovider || py_fail=$?
 [ $fail -eq 0 ] && [ $py_fail -eq 0 ]
