@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 # Copyright: llmops.serving contributors
 # Apache License 2.0 (see LICENSE)
 """flash-attn fan-out: one build + N installs vs N builds, for N hosts with one key.
@@ -45,7 +44,7 @@ def measure_install(wheel_mb, repeat):
         subprocess.check_call([sys.executable, "-m", "venv", venv])
         py = os.path.join(venv, "bin", "python")
         times, sha_times = [], []
-        for _ in range(repeat):
+        for dummy in range(repeat):
             t = time.time()
             h = hashlib.sha256()
             with open(path, "rb") as f:

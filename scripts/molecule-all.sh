@@ -3,11 +3,11 @@
 # print a summary with wall times. Scenarios share the vLLM node image built by
 # scripts/testbed/setup.sh.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 export PATH="$PWD/.venv/bin:$PATH"
 [ -d /opt/wheels ] && export LLMOPS_WHEELS_DIR=${LLMOPS_WHEELS_DIR:-/opt/wheels}
 if [ $# -gt 0 ]; then scenarios=("$@"); else
-  mapfile -t scenarios < <(ls -d molecule/*/molecule.yml | xargs -n1 dirname | xargs -n1 basename | sort)
+  mapfile -t scenarios < <(printf '%s\n' molecule/*/molecule.yml | xargs -n1 dirname | xargs -n1 basename | sort)
 fi
 fail=0; summary=()
 for s in "${scenarios[@]}"; do

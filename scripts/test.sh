@@ -2,7 +2,7 @@
 # `make test`: the whole suite, as CI runs it. Each stage is timed; all stages
 # run even when one fails, and the pytest summary line closes the run.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 export PATH="$PWD/.venv/bin:$PATH"
 [ -d /opt/wheels ] && export LLMOPS_WHEELS_DIR=${LLMOPS_WHEELS_DIR:-/opt/wheels}
 mkdir -p reports/test
@@ -28,11 +28,13 @@ if [ -z "${LLMOPS_SKIP_LIVE:-}" ]; then
     tests/integration/test_vllm_live.py
   stage gpustack tests/integration/gpustack/run.sh
 fi
+# shellcheck disable=SC2086 # a space-separated list of scenario names
 stage molecule scripts/molecule-all.sh ${LLMOPS_MOLECULE_SCENARIOS:-}
 printf '%s\n' "${results[@]}" | tee reports/test/stages.txt
 # Unit tests (+ live integration tests when a vLLM venv is given) last, so their
 # summary line closes the output.
 py_fail=0
 # With VLLM_TEST_PYTHON the flag tests also run the installed vLLM's own parser.
+# shellcheck disable=SC2086 # extra pytest arguments, split on spaces
 VLLM_TEST_PYTHON="$vllm_python" pytest -q tests/unit ${LLMOPS_PYTEST_EXTRA:-} -p no:cacheprovider || py_fail=$?
 [ $fail -eq 0 ] && [ $py_fail -eq 0 ]

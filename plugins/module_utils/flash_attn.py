@@ -383,21 +383,21 @@ def _cli(argv):
             if not d["archs"]:
                 sys.stderr.write("ERROR: no GPU with compute capability >= 8.0\n")
                 return 1
-            print(archs_env(d["archs"]))
+            sys.stdout.write("%s\n" % (archs_env(d["archs"]),))
         elif cmd == "max-jobs":
-            print(max_jobs(argv[1], argv[2], argv[3] if len(argv) > 3 else DEFAULT_PER_JOB_GB))
+            sys.stdout.write("%s\n" % (max_jobs(argv[1], argv[2], argv[3] if len(argv) > 3 else DEFAULT_PER_JOB_GB),))
         elif cmd == "nvcc-threads":
-            print(nvcc_threads(validate_archs(argv[1]), int(argv[2]), int(argv[3])))
+            sys.stdout.write("%s\n" % (nvcc_threads(validate_archs(argv[1]), int(argv[2]), int(argv[3])),))
         elif cmd == "archs":
-            print(archs_env(validate_archs(argv[1], argv[2] if len(argv) > 2 else None)))
+            sys.stdout.write("%s\n" % (archs_env(validate_archs(argv[1], argv[2] if len(argv) > 2 else None)),))
         elif cmd == "progress":
             with open(argv[1], "r", errors="replace") as f:
-                print(json.dumps(parse_progress(f.read())))
+                sys.stdout.write("%s\n" % (json.dumps(parse_progress(f.read())),))
         elif cmd == "list-elf":
             with open(argv[1], "r", errors="replace") as f:
-                print(json.dumps(parse_list_elf(f.read())))
+                sys.stdout.write("%s\n" % (json.dumps(parse_list_elf(f.read())),))
         elif cmd == "key":
-            print(json.dumps(build_key(argv[1], argv[2], argv[3], argv[4], validate_archs(argv[5]), argv[6])))
+            sys.stdout.write("%s\n" % (json.dumps(build_key(argv[1], argv[2], argv[3], argv[4], validate_archs(argv[5]), argv[6])),))
         else:
             sys.stderr.write("unknown command %s\n" % cmd)
             return 2
@@ -408,4 +408,4 @@ def _cli(argv):
 
 
 if __name__ == "__main__":
-    sys.exit(_cli(sys.argv[1:]))
+    raise SystemExit(_cli(sys.argv[1:]))

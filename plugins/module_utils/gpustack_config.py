@@ -115,8 +115,7 @@ def schema_from_help(text):
 def _flatten(prefix, value):
     if isinstance(value, dict):
         for k, v in value.items():
-            for item in _flatten("%s.%s" % (prefix, k) if prefix else str(k), v):
-                yield item
+            yield from _flatten("%s.%s" % (prefix, k) if prefix else str(k), v)
     else:
         yield prefix, value
 

@@ -150,8 +150,8 @@ def _fictional_in_args(options, base_path):
                 path, str(key), "raw_key",
                 "%s: option keys are data, not raw flags: write `%s: <value>` (snake_case, no "
                 "leading dashes, no spaces or '='); booleans render --x / --no-x"
-                % (path, normalize_key(str(key).split("=")[0].split()[0] if str(key).strip() else key))))
-            norm = normalize_key(str(key).split("=")[0].split()[0]) if str(key).strip() else ""
+                % (path, normalize_key(str(key).split("=", 1)[0].split()[0] if str(key).strip() else key))))
+            norm = normalize_key(str(key).split("=", 1)[0].split()[0]) if str(key).strip() else ""
             if norm in FICTIONAL_OPTIONS:
                 problems.append(problem(path, norm, "fictional", "%s: %s" % (
                     path, FICTIONAL_OPTIONS[norm].format(value=value))))
@@ -339,7 +339,7 @@ def check_ranges(instances, common_args=None, gpu_count=None, device="auto"):
                 for g in gpus:
                     gpu_share.setdefault(str(g), []).append((i, share))
     for gpu, users in sorted(gpu_share.items()):
-        total = sum(s for _, s in users)
+        total = sum(s for dummy, s in users)
         if len(users) > 1 and total > 1.0 + 1e-9:
             names = ", ".join("%s=%.2f" % (_inst_path(i), s) for i, s in users)
             problems.append(problem(_inst_path(users[-1][0], "gpus"), "--gpu-memory-utilization", "range",
@@ -363,7 +363,7 @@ def parse_ss_listeners(text):
         if not fields or fields[0] != "LISTEN" or len(fields) < 5:
             continue
         local = fields[3]
-        addr, _, port = local.rpartition(":")
+        addr, dummy, port = local.rpartition(":")
         if not port.isdigit():
             continue
         addr = addr.strip("[]")
@@ -371,8 +371,8 @@ def parse_ss_listeners(text):
             addr = addr.split("%", 1)[0]
         users = _SS_USERS.findall(line)
         out.append({"address": addr, "port": int(port),
-                    "pids": sorted(set(int(p) for _, p in users)),
-                    "processes": sorted(set(n for n, _ in users))})
+                    "pids": sorted(set(int(p) for dummy, p in users)),
+                    "processes": sorted(set(n for n, dummy in users))})
     return out
 
 
@@ -435,7 +435,7 @@ def check_ports(instances, listeners, own_unit_of_pid, unit_main_pids):
             problems.append(problem(_inst_path(i, "port"), "--port", "port",
                                     "%s: port %d on %s is already bound by %s, not by %s; choose a free "
                                     "port or stop that process" % (_inst_path(i, "port"), port,
-                                                                  lst["address"] or "*", who, unit)))
+                                                                   lst["address"] or "*", who, unit)))
             break
     return problems
 
@@ -539,7 +539,8 @@ for argv in req["argvs"]:
         res["ok"] = False; res["errors"].append({"stage": "parser", "msg": "parser exited (%s)" % e})
         out["results"].append(res); continue
     if getattr(ns, "model_tag", None) is not None and not pending:
-        res["errors"].append({"stage": "parser", "msg": "unexpected positional value %r (an option value without its flag, or a list given to a single-value option?)" % ns.model_tag})
+        res["errors"].append({"stage": "parser", "msg": "unexpected positional value %r (an option value without its flag, "
+                              "or a list given to a single-value option?)" % ns.model_tag})
     try:
         validate_parsed_serve_args(ns)
     except Exception as e:

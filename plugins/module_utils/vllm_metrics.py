@@ -237,8 +237,8 @@ def summarize_models(engines):
     models = {}
     for e in engines:
         m = models.setdefault(e["model_name"], {"engines": [], "kv_cache_size_tokens": None,
-                                               "kv_cache_max_concurrency": None,
-                                               "kv_cache_usage_perc": None})
+                                                "kv_cache_max_concurrency": None,
+                                                "kv_cache_usage_perc": None})
         m["engines"].append(e["engine"])
         cap, use = e.get("capacity", {}), e.get("usage", {})
         for k in ("kv_cache_size_tokens", "kv_cache_max_concurrency"):

@@ -69,7 +69,7 @@ def parse_histogram(text):
         part = part.strip()
         if not part:
             continue
-        length, _, weight = part.partition(":")
+        length, dummy, weight = part.partition(":")
         hist[int(length)] = float(weight) if weight else 1.0
     return hist
 
@@ -86,9 +86,9 @@ def plan_prompt_lengths(count, prompt_lens=None, histogram=None):
         raise WarmupError("count must be >= 1 (got %s)" % count)
     if histogram:
         items = sorted((int(k), float(v)) for k, v in histogram.items())
-        if any(k < 1 for k, _ in items) or any(w < 0 for _, w in items):
+        if any(k < 1 for k, dummy in items) or any(w < 0 for dummy, w in items):
             raise WarmupError("prompt length histogram needs lengths >= 1 and weights >= 0: %r" % histogram)
-        total = sum(w for _, w in items)
+        total = sum(w for dummy, w in items)
         if total <= 0:
             raise WarmupError("prompt length histogram weights sum to 0: %r" % histogram)
         exact = [(k, count * w / total) for k, w in items]
@@ -99,7 +99,7 @@ def plan_prompt_lengths(count, prompt_lens=None, histogram=None):
         # Interleave: smooth weighted round robin over the allocation.
         plan, credit = [], dict((k, 0.0) for k in alloc)
         remaining = dict(alloc)
-        for _ in range(count):
+        for dummy in range(count):
             for k in credit:
                 if remaining[k] > 0:
                     credit[k] += alloc[k]
@@ -133,8 +133,8 @@ def make_prompt(length, seed, prompt_format="tokens"):
     rng = random.Random(seed)
     if prompt_format == "text":
         words = ("alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel")
-        return " ".join(rng.choice(words) for _ in range(length))
-    return [rng.randrange(TOKEN_ID_LOW, TOKEN_ID_HIGH) for _ in range(length)]
+        return " ".join(rng.choice(words) for dummy in range(length))
+    return [rng.randrange(TOKEN_ID_LOW, TOKEN_ID_HIGH) for dummy in range(length)]
 
 
 def _session(api_key):
@@ -328,7 +328,7 @@ def main(argv=None):
     args = build_parser().parse_args(argv)
     api_key = os.environ.get(args.api_key_env) if args.api_key_env else None
     if args.api_key_env and not api_key:
-        print("vllm_warmup: environment variable %s is empty or unset" % args.api_key_env, file=sys.stderr)
+        _err("vllm_warmup: environment variable %s is empty or unset" % args.api_key_env)
         return 2
     try:
         lens = parse_int_list(args.prompt_lens) if args.prompt_lens else None
@@ -340,29 +340,38 @@ def main(argv=None):
                             api_key=api_key, timeout=args.timeout, wait_ready_timeout=args.wait_ready_timeout,
                             prompt_format=args.prompt_format, ignore_eos=not args.no_ignore_eos)
     except (WarmupError, ValueError) as e:
-        print("vllm_warmup: FAILED: %s" % e, file=sys.stderr)
+        _err("vllm_warmup: FAILED: %s" % e)
         if args.json_out:
             _write_json(args.json_out, {"ok": False, "errors": [str(e)]})
         return 1
     except requests.exceptions.RequestException as e:
-        print("vllm_warmup: FAILED: %s" % type(e).__name__, file=sys.stderr)
+        _err("vllm_warmup: FAILED: %s" % type(e).__name__)
         return 1
     if args.json_out:
         _write_json(args.json_out, result)
     if not args.quiet:
         for r in result["requests"]:
-            print("vllm_warmup: req %d prompt_len=%d ttft=%ss e2e=%ss tokens=%s%s"
-                  % (r["index"], r["prompt_len"], r["ttft_s"], r["e2e_s"], r["completion_tokens"],
-                     (" ERROR " + r["error"]) if r["error"] else ""))
+            _out("vllm_warmup: req %d prompt_len=%d ttft=%ss e2e=%ss tokens=%s%s"
+                 % (r["index"], r["prompt_len"], r["ttft_s"], r["e2e_s"], r["completion_tokens"],
+                    (" ERROR " + r["error"]) if r["error"] else ""))
     w, c = result["warm"], result["cold"]
-    print("vllm_warmup: %s model=%s requests=%d errors=%d cold_ttft=%ss warm_ttft_p50=%ss warm_ttft_p99=%ss "
-          "warm_e2e_p50=%ss warm_e2e_p99=%ss waited=%ss"
-          % ("OK" if result["ok"] else "FAILED", result["model"], result["all"]["count"],
-             result["all"]["errors"], c["ttft_s"], w["ttft_p50_s"], w["ttft_p99_s"], w["e2e_p50_s"],
-             w["e2e_p99_s"], result["waited_s"]))
+    _out("vllm_warmup: %s model=%s requests=%d errors=%d cold_ttft=%ss warm_ttft_p50=%ss warm_ttft_p99=%ss "
+         "warm_e2e_p50=%ss warm_e2e_p99=%ss waited=%ss"
+         % ("OK" if result["ok"] else "FAILED", result["model"], result["all"]["count"],
+            result["all"]["errors"], c["ttft_s"], w["ttft_p50_s"], w["ttft_p99_s"], w["e2e_p50_s"],
+            w["e2e_p99_s"], result["waited_s"]))
     for e in result["errors"]:
-        print("vllm_warmup: error: %s" % e, file=sys.stderr)
+        _err("vllm_warmup: error: %s" % e)
     return 0 if result["ok"] else 1
+
+
+def _out(line):
+    # CLI output (the ExecStartPost hook); never reached from the module.
+    sys.stdout.write(line + "\n")
+
+
+def _err(line):
+    sys.stderr.write(line + "\n")
 
 
 def _write_json(path, data):
@@ -373,4 +382,4 @@ def _write_json(path, data):
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    raise SystemExit(main())

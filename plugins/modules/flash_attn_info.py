@@ -67,7 +67,7 @@ notes:
 requirements:
   - torch in the inspected virtualenv (reported as data when missing)
 author:
-  - llmops.serving contributors
+  - llmops.serving contributors (!UNKNOWN)
 """
 
 EXAMPLES = r"""

@@ -53,7 +53,7 @@ notes:
 requirements:
   - an NVIDIA driver for C(mode=cuda); C(nvidia-ml-py) optional
 author:
-  - llmops.serving contributors
+  - llmops.serving contributors (!UNKNOWN)
 """
 
 EXAMPLES = r"""

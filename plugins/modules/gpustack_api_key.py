@@ -59,7 +59,7 @@ options:
     type: int
     default: 30
 author:
-  - llmops.serving contributors
+  - llmops.serving contributors (!UNKNOWN)
 """
 
 EXAMPLES = r"""

@@ -35,7 +35,7 @@ options:
     type: bool
     default: false
 author:
-  - llmops.serving contributors
+  - llmops.serving contributors (!UNKNOWN)
 """
 
 EXAMPLES = r"""

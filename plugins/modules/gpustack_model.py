@@ -122,7 +122,7 @@ options:
 notes:
   - Check mode is supported with diff (the managed fields before/after).
 author:
-  - llmops.serving contributors
+  - llmops.serving contributors (!UNKNOWN)
 """
 
 EXAMPLES = r"""

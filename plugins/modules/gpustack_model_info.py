@@ -30,7 +30,7 @@ options:
     description: Cluster name; the default cluster when omitted.
     type: str
 author:
-  - llmops.serving contributors
+  - llmops.serving contributors (!UNKNOWN)
 """
 
 EXAMPLES = r"""

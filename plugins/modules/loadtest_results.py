@@ -53,7 +53,7 @@ options:
     type: dict
     default: {}
 author:
-  - llmops.serving contributors
+  - llmops.serving contributors (!UNKNOWN)
 notes:
   - The same parsing code backs the C(llmops.serving.loadtest_*) filters on the controller.
 seealso:

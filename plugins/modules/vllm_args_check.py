@@ -89,7 +89,7 @@ requirements:
   - C(ss) (iproute2) on the target for O(check_ports)
   - the vLLM venv for O(parser)
 author:
-  - llmops.serving contributors
+  - llmops.serving contributors (!UNKNOWN)
 """
 
 EXAMPLES = r"""
@@ -174,8 +174,8 @@ def _main_pids(module, names):
     if not systemctl:
         return pids
     for name in names:
-        rc, out, _ = module.run_command([systemctl, "show", "-p", "MainPID", "--value",
-                                         "vllm@%s.service" % name])
+        rc, out, dummy = module.run_command([systemctl, "show", "-p", "MainPID", "--value",
+                                             "vllm@%s.service" % name])
         try:
             pids[name] = int(out.strip()) if rc == 0 else 0
         except ValueError:
@@ -236,7 +236,7 @@ def main():
     if p["check_ports"]:
         ss = module.get_bin_path("ss")
         if ss:
-            rc, out, _ = module.run_command([ss, "-Hltnp"])
+            rc, out, dummy = module.run_command([ss, "-Hltnp"])
             if rc == 0:
                 listeners = vllm_flags.parse_ss_listeners(out)
                 pids = _main_pids(module, [i.get("name") for i in instances if i.get("name")])

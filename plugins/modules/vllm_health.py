@@ -103,7 +103,7 @@ seealso:
   - module: llmops.serving.vllm_kv_cache_info
   - module: llmops.serving.vllm_warmup
 author:
-  - llmops.serving contributors
+  - llmops.serving contributors (!UNKNOWN)
 """
 
 EXAMPLES = r"""
@@ -162,9 +162,9 @@ liveness:
   type: dict
   contains:
     ok: {description: HTTP 2xx., type: bool}
-    status: {description: HTTP status, null without an answer., type: int}
+    status: {description: "HTTP status, null without an answer.", type: int}
     latency_s: {description: Seconds to the answer., type: float}
-    error: {description: What went wrong, null on success., type: str}
+    error: {description: "What went wrong, null on success.", type: str}
     error_kind: {description: "C(refused), C(timeout), C(http), C(error) or null.", type: str}
   sample: {ok: true, status: 200, latency_s: 0.0031, error: null, error_kind: null}
 version:
@@ -216,7 +216,7 @@ unit:
     active_enter_timestamp: {description: When the unit last became active., type: str}
     exec_main_start_timestamp: {description: When the main process started., type: str}
     main_pid: {description: Main PID (0 when none)., type: int}
-    result: {description: Result of the last run (success, exit-code, timeout...)., type: str}
+    result: {description: "Result of the last run (success, exit-code, timeout...).", type: str}
   sample: {name: vllm@default.service, known: true, active_state: active, sub_state: running, n_restarts: 0}
 waited_s:
   description: Seconds spent polling in O(wait_for=ready) mode (0 otherwise).
@@ -245,7 +245,7 @@ from ansible_collections.llmops.serving.plugins.module_utils.vllm_client import 
 def probe(module, client):
     """One round of probes. Returns the result dict (without wait keys)."""
     p = module.params
-    runner = (lambda argv: module.run_command(argv)) if p["unit"] else None
+    runner = module.run_command if p["unit"] else None
     unit = unit_state(p["unit"], runner=runner) if p["unit"] else None
     health = client.health()
     result = {"url": client.url, "liveness": strip_probe(health), "version": None, "models": [],
@@ -290,7 +290,7 @@ def main():
             unit=dict(type="str"),
             readiness=dict(type="bool", default=True),
             readiness_prompt=dict(type="str", default="Hello"),
-            readiness_max_tokens=dict(type="int", default=1),
+            readiness_max_tokens=dict(type="int", default=1, no_log=False),
             timeout=dict(type="float", default=10),
             readiness_timeout=dict(type="float", default=60),
             validate_certs=dict(type="bool", default=True),
@@ -331,7 +331,7 @@ def main():
                    if failed_unit else "not ready after %ss" % p["wait_timeout"])
             if p["unit"]:
                 result["journal"] = journal_tail(p["unit"], p["journal_lines"],
-                                                 runner=lambda argv: module.run_command(argv))
+                                                 runner=module.run_command)
             tail = "\n".join(result.get("journal", [])[-15:])
             module.fail_json(msg="vLLM at %s is %s: %s. Last state: %s (%s)%s"
                              % (client.url, result["state"], why, result["state"], result["reason"],

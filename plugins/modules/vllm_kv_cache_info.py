@@ -65,7 +65,7 @@ requirements:
 seealso:
   - module: llmops.serving.vllm_health
 author:
-  - llmops.serving contributors
+  - llmops.serving contributors (!UNKNOWN)
 """
 
 EXAMPLES = r"""
@@ -193,7 +193,7 @@ def main():
             errors.append(m["error"])
     if result["source"] == "none" and p["source"] in ("auto", "journal"):
         if p["unit"]:
-            text = journal_text(p["unit"], p["journal_lines"], runner=lambda argv: module.run_command(argv))
+            text = journal_text(p["unit"], p["journal_lines"], runner=module.run_command)
             engines = parse_startup_log(text)
             if engines:
                 result.update(source="journal", engines=engines, models=summarize_models(engines))

@@ -18,7 +18,7 @@ description:
   - Used by the demo, the tests and CI, where no model hub is reachable. The
     model answers real completions (gibberish text, real tokens), so a real
     vLLM server can be deployed, probed and load-tested end to end.
-  - Idempotent: when O(path) already holds a model with the requested shape,
+  - Idempotent; when O(path) already holds a model with the requested shape,
     nothing is written.
   - Run it with the vLLM virtualenv's interpreter (it needs C(torch),
     C(transformers) and C(tokenizers)).
@@ -72,7 +72,7 @@ requirements:
   - transformers
   - tokenizers
 author:
-  - llmops.serving contributors
+  - llmops.serving contributors (!UNKNOWN)
 """
 
 EXAMPLES = r"""
@@ -124,9 +124,9 @@ try:
     from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
     from tokenizers import ByteLevelBPETokenizer
 except ImportError as e:
-    print("MISSING:%s" % e); sys.exit(3)
+    print("MISSING:%s" % e); raise SystemExit(3)
 if dest == "--probe":
-    sys.exit(0)
+    raise SystemExit(0)
 import argparse, textwrap, string, json.decoder
 texts = []
 for mod in (argparse, textwrap, json.decoder, string, tempfile, shutil):
@@ -191,7 +191,7 @@ def main():
             path=dict(type="path", required=True),
             hidden_size=dict(type="int", default=128),
             num_attention_heads=dict(type="int", default=4),
-            num_key_value_heads=dict(type="int", default=2),
+            num_key_value_heads=dict(type="int", default=2, no_log=False),
             num_hidden_layers=dict(type="int", default=2),
             intermediate_size=dict(type="int", default=256),
             vocab_size=dict(type="int", default=2048),

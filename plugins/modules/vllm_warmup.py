@@ -87,7 +87,7 @@ requirements:
 seealso:
   - module: llmops.serving.vllm_health
 author:
-  - llmops.serving contributors
+  - llmops.serving contributors (!UNKNOWN)
 """
 
 EXAMPLES = r"""
@@ -174,7 +174,7 @@ def main():
             model=dict(type="str"),
             prompt_lens=dict(type="list", elements="int"),
             prompt_len_histogram=dict(type="dict"),
-            max_tokens=dict(type="int", default=16),
+            max_tokens=dict(type="int", default=16, no_log=False),
             count=dict(type="int", default=8),
             concurrency=dict(type="int", default=1),
             timeout=dict(type="float", default=120),

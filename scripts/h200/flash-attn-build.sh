@@ -84,6 +84,7 @@ JSON
     > "$WORK/launcher.out" 2>&1 < /dev/null &
   echo $! > "$WORK/build.pid"
   # Peak used RAM sampler (MemTotal - MemAvailable), stops when the build is done.
+  # shellcheck disable=SC2016 # the sampler script expands its own variables
   setsid nohup bash -c '
     peak=0
     while [ ! -f "$1" ]; do
@@ -122,7 +123,7 @@ cmd_poll() {
 }
 
 cmd_verify() {
-  local whl; whl=$(ls "$WHEELS"/flash_attn-*.whl 2>/dev/null | head -n1)
+  local whl; whl=$(find "$WHEELS" -maxdepth 1 -name 'flash_attn-*.whl' 2>/dev/null | sort | head -n1)
   [ -n "$whl" ] || { echo "ERROR: no wheel in $WHEELS (build not finished?)"; return 1; }
   local sha; sha=$(sha256sum "$whl" | cut -d' ' -f1)
   local t0 t1
@@ -174,7 +175,7 @@ cmd_role() {
   # install + verify only; a real role build would not fit in one 10-minute call).
   local ap="${FA_ANSIBLE_PLAYBOOK:-ansible-playbook}"
   command -v "$ap" > /dev/null || { echo "ERROR: $ap not found (carry ansible-core, set FA_ANSIBLE_PLAYBOOK)"; return 1; }
-  local whl; whl=$(ls "$WHEELS"/flash_attn-*.whl 2>/dev/null | head -n1)
+  local whl; whl=$(find "$WHEELS" -maxdepth 1 -name 'flash_attn-*.whl' 2>/dev/null | sort | head -n1)
   [ -n "$whl" ] || { echo "ERROR: no wheel in $WHEELS (run start/poll first)"; return 1; }
   local kid; kid=$("$PY" -c 'import json,sys; print(json.load(open(sys.argv[1]))["key"]["id"])' "$WORK/start.json")
   mkdir -p "$WORK/cache/$kid" "$WORK/collections/ansible_collections/llmops"

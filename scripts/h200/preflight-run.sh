@@ -21,7 +21,7 @@
 #  cffi-2.1.1-cp312-cp312-manylinux2014_x86_64.manylinux_2_17_x86_64.whl, pycparser-3.12-py3-none-any.whl; ~7.5 MB)
 # Device call: run(command="bash scripts/h200/preflight-run.sh", carry=[".whl"])
 set -uo pipefail
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../.." || exit 1
 ROOT=$PWD
 OUT=${OUT:-$ROOT/h200-out}
 mkdir -p "$OUT"
@@ -37,8 +37,9 @@ COLL=/tmp/llmops-collections
 mkdir -p $COLL/ansible_collections/llmops
 ln -sfn "$ROOT" $COLL/ansible_collections/llmops/serving
 export ANSIBLE_CONFIG=$ROOT/ansible.cfg ANSIBLE_COLLECTIONS_PATH=$COLL ANSIBLE_ROLES_PATH=$ROOT/roles
-export ANSIBLE_PYTHON_INTERPRETER=$(command -v python3) ANSIBLE_NOCOLOR=1
-PLAYBOOK=(python3 /tmp/site/bin/ansible-playbook -i localhost, -c local playbooks/preflight.yml
+ANSIBLE_PYTHON_INTERPRETER=$(command -v python3)
+export ANSIBLE_PYTHON_INTERPRETER ANSIBLE_NOCOLOR=1
+PLAYBOOK=(python3 /tmp/site/bin/ansible-playbook -i "localhost," -c local playbooks/preflight.yml
           -e '{"gpu_preflight_require_nvcc": true, "gpu_preflight_expect_mig": false, "gpu_preflight_model_params_b": 8}')
 
 python3 /tmp/site/bin/ansible-playbook --version > "$OUT/timing.txt" 2>&1

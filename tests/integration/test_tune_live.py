@@ -60,7 +60,7 @@ def test_sweep_two_values_restores_configured(tmp_path):
         p = subprocess.run([os.path.join(BIN, "ansible-playbook"), "-i", "localhost,", "-c", "local",
                             "-e", "ansible_python_interpreter=" + sys.executable, "-e", "@" + str(tmp_path / "vars.json"),
                             os.path.join(ROOT, "playbooks", "tune.yml")],
-                           cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                           cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, check=False)
         print("tune.yml: rc=%d in %.1f s" % (p.returncode, time.time() - start))
         assert p.returncode == 0, p.stdout[-5000:]
         runs = list((tmp_path / "reports").iterdir())

@@ -100,7 +100,7 @@ def run_module(name, args):
                ANSIBLE_LOAD_CALLBACK_PLUGINS="1", ANSIBLE_COLLECTIONS_PATH=os.path.join(ROOT, ".cache", "collections"))
     p = subprocess.run([ANSIBLE, "localhost", "-i", "localhost,", "-c", "local", "-e",
                         "ansible_python_interpreter=%s" % VLLM_PY, "-m", "llmops.serving.%s" % name,
-                        "-a", json.dumps(args)], capture_output=True, text=True, cwd=ROOT, env=env, timeout=300)
+                        "-a", json.dumps(args)], capture_output=True, text=True, cwd=ROOT, env=env, timeout=300, check=False)
     assert API_KEY not in p.stdout + p.stderr, "API key leaked in ansible output"
     out = json.loads(p.stdout)
     return out["plays"][0]["tasks"][0]["hosts"]["localhost"]
@@ -210,13 +210,13 @@ def test_warmup_cli_standalone(ok_server, workdir):
     p = subprocess.run([VLLM_PY, WARMUP, "--url", ok_server.url, "--model", "tiny", "--prompt-lens", "16,64",
                         "--max-tokens", "8", "--count", "4", "--concurrency", "2", "--wait-ready-timeout", "30",
                         "--api-key-env", "VLLM_API_KEY", "--json-out", str(out)],
-                       capture_output=True, text=True, env=env, timeout=120)
+                       capture_output=True, text=True, env=env, timeout=120, check=False)
     assert p.returncode == 0, p.stdout + p.stderr
     assert "vllm_warmup: OK" in p.stdout
     data = json.loads(out.read_text())
     assert data["ok"] and data["all"]["ok"] == 4 and data["waited_s"] is not None
     p = subprocess.run([VLLM_PY, WARMUP, "--url", ok_server.url, "--count", "2", "--wait-ready-timeout", "0"],
-                       capture_output=True, text=True, timeout=60)  # no key: /v1 answers 401
+                       capture_output=True, text=True, timeout=60, check=False)  # no key: /v1 answers 401
     assert p.returncode == 1 and "401" in p.stderr
 
 

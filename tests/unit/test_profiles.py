@@ -87,7 +87,7 @@ def test_profiles_pass_the_installed_vllm_parser():
                 maps.append(("%s:%s" % (profile, name), i, F.flag_map(i, inst, hv.get("vllm_common_args"))))
     cp = subprocess.run([os.environ["VLLM_TEST_PYTHON"], "-c", F.PARSER_CHILD],
                         input=json.dumps({"argvs": argvs}), capture_output=True, text=True,
-                        env=F.parser_child_env(os.environ), timeout=300)
+                        env=F.parser_child_env(os.environ), timeout=300, check=False)
     out = F.parse_child_output(cp.stdout)
     assert out and "import_error" not in out, cp.stderr[-2000:]
     bad = []

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 # Copyright: llmops.serving contributors
 # Apache License 2.0 (see LICENSE)
 """Run `evalscope perf` with the API key taken from the environment.

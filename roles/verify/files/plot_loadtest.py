@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 # Copyright: llmops.serving contributors
 # Apache License 2.0 (see LICENSE)
 """Plot output throughput and p99 TTFT from a load test (runs on the controller).

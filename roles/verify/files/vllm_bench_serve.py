@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 # Copyright: llmops.serving contributors
 # Apache License 2.0 (see LICENSE)
 """Run `vllm bench serve` without the `vllm` console entry point.

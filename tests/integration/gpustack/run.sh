@@ -34,10 +34,12 @@ cleanup() {
 trap cleanup EXIT
 
 step "prerequisites"
-pgbin=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1 || true)
+# Newest /usr/lib/postgresql/<version>/bin, empty when none.
+pg_bin_dir() { local d; for d in /usr/lib/postgresql/*/bin; do if [ -d "$d" ]; then echo "$d"; fi; done | sort -V | tail -1; }
+pgbin=$(pg_bin_dir)
 if [ -z "$pgbin" ]; then
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null
-  pgbin=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)
+  pgbin=$(pg_bin_dir)
 fi
 if [ ! -x "$venv/bin/gpustack" ]; then
   step "building $venv (pip install gpustack==2.3.0, about 1 min, 909 MB)"

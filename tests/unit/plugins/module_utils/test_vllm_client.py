@@ -21,7 +21,7 @@ def read(*parts):
 def probe_from_capture(text):
     """A capture (``HTTP/1.1 200 OK`` / ``GET /x -> HTTP 200 OK`` / ``HTTP 500``
     + headers + body) -> the probe dict VllmClient returns."""
-    first, _, rest = text.partition("\n")
+    first, dummy, rest = text.partition("\n")
     status = int(re.search(r"HTTP(?:/1\.1)? (\d{3})", first).group(1))
     body = rest.split("\n\n", 1)[1] if "\n\n" in rest else rest
     try:

@@ -60,7 +60,7 @@ def test_standalone_file_runs_without_ansible(tmp_path):
     hook.write_text(open(SRC).read())
     code = ("import sys; sys.modules['ansible'] = None; sys.argv = ['x', '--help'];"
             "import runpy; runpy.run_path(%r, run_name='__main__')" % str(hook))
-    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=str(tmp_path))
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=str(tmp_path), check=False)
     assert p.returncode == 0, p.stderr
     assert "--wait-ready-timeout" in p.stdout
     assert "import ansible" not in open(SRC).read()
@@ -69,7 +69,7 @@ def test_standalone_file_runs_without_ansible(tmp_path):
 def test_cli_fails_nonzero_when_server_absent(tmp_path):
     out = tmp_path / "r.json"
     p = subprocess.run([sys.executable, SRC, "--url", "http://127.0.0.1:9", "--count", "1",
-                        "--wait-ready-timeout", "1", "--json-out", str(out)], capture_output=True, text=True)
+                        "--wait-ready-timeout", "1", "--json-out", str(out)], capture_output=True, text=True, check=False)
     assert p.returncode == 1
     assert "not ready after" in p.stderr
     assert '"ok": false' in out.read_text()
@@ -79,5 +79,5 @@ def test_cli_missing_api_key_env():
     env = dict(os.environ)
     env.pop("NO_SUCH_KEY_VAR", None)
     p = subprocess.run([sys.executable, SRC, "--url", "http://127.0.0.1:9", "--api-key-env", "NO_SUCH_KEY_VAR"],
-                       capture_output=True, text=True, env=env)
+                       capture_output=True, text=True, env=env, check=False)
     assert p.returncode == 2 and "NO_SUCH_KEY_VAR" in p.stderr
