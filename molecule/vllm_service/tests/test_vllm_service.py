@@ -20,20 +20,20 @@ def test_runs_as_service_user(host):
 
 
 def test_listens_on_loopback_only(host):
-    listening = host.check_output("ss -Hltn 'sport = :%d'", PORT)
+    listening = host.check_output("ss -Hltn 'sport = :%d'" % PORT)
     addrs = {line.split()[3] for line in listening.splitlines() if line.strip()}
     assert addrs == {"127.0.0.1:%d" % PORT}
 
 
 def test_health_200(host):
-    code = host.check_output("curl -s -o /dev/null -w '%%{http_code}' http://127.0.0.1:%d/health", PORT)
+    code = host.check_output("curl -s -o /dev/null -w '%%{http_code}' http://127.0.0.1:%d/health" % PORT)
     assert code == "200"
 
 
 def test_completion_returns_tokens(host):
     out = host.check_output(
         "curl -sf http://127.0.0.1:%d/v1/completions -H 'Content-Type: application/json' "
-        "-d '{\"model\": \"tiny\", \"prompt\": \"Hello\", \"max_tokens\": 5}'", PORT)
+        "-d '{\"model\": \"tiny\", \"prompt\": \"Hello\", \"max_tokens\": 5}'" % PORT)
     body = json.loads(out)
     assert body["usage"]["completion_tokens"] == 5
     assert body["model"] == "tiny"
