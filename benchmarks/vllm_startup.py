@@ -215,6 +215,7 @@ def measure_start(tgt, http, unit, mode, cache_dir, timeout, poll):
         if left:
             raise RuntimeError("cache dir %s not empty after wipe: %s" % (cache_dir, left[:5]))
 
+    load_before = os.getloadavg()[0]  # same kernel as the target (local or docker exec)
     t0 = now_us()
     tgt.run(["systemctl", verb, "--no-block", unit])
     deadline = time.monotonic() + timeout
@@ -264,7 +265,8 @@ def measure_start(tgt, http, unit, mode, cache_dir, timeout, poll):
         if entry:
             break
         time.sleep(0.2)
-    res = {"mode": mode, "invocation_id": inv, "ready_probe_completion_s": round(probe_latency, 4)}
+    res = {"mode": mode, "invocation_id": inv, "ready_probe_completion_s": round(probe_latency, 4),
+           "load1_before": round(load_before, 2), "load1_after": round(os.getloadavg()[0], 2)}
     res.update(timeline(t0, entry, props, health_us, ready_us))
     return res
 
@@ -309,18 +311,20 @@ def summarize(runs):
 
 
 def print_table(runs, summary, lat):
-    head = "%-6s %-3s " % ("mode", "#") + " ".join("%15s" % h for _, h in COLS)
+    head = "%-6s %-3s " % ("mode", "#") + " ".join("%15s" % h for _, h in COLS) + " %6s" % "load1"
     print(head)
     print("-" * len(head))
     for mode in ("cold", "kept", "wiped"):
         for i, r in enumerate([r for r in runs if r["mode"] == mode], 1):
-            print("%-6s %-3s " % (mode, i) + " ".join("%15s" % fmt(r.get(k)) for k, _ in COLS))
+            print("%-6s %-3s " % (mode, i) + " ".join("%15s" % fmt(r.get(k)) for k, _ in COLS)
+                  + " %6s" % fmt(r.get("load1_before")))
         if mode in summary:
             print("%-6s %-3s " % (mode, "med") + " ".join(
                 "%15s" % fmt(summary[mode].get(k, {}).get("median")) for k, _ in COLS))
     print("(seconds; cmd = systemctl start/restart issued; main = ExecMainStartTimestampMonotonic; "
           "startup = 'Application startup complete.'; ready = /health 200 + completion with tokens; "
-          "active = ActiveEnterTimestampMonotonic, after the ExecStartPost warmup)")
+          "active = ActiveEnterTimestampMonotonic, after the ExecStartPost warmup; "
+          "load1 = 1-min load average when the command was issued)")
     if lat:
         print()
         print("%-4s %18s %18s %10s %22s" % ("#", "first_after_active", "median_next_%d" % lat[0]["followers"],
@@ -365,8 +369,9 @@ def main(argv=None):
             r = measure_start(tgt, http, unit, mode, cache_dir, a.timeout, a.poll)
             r["repeat"] = i + 1
             runs.append(r)
-            print("repeat %d %-5s cmd->ready %ss cmd->active %ss" % (i + 1, mode, fmt(r["cmd_to_ready_s"]),
-                                                                     fmt(r["cmd_to_active_s"])), file=sys.stderr)
+            print("repeat %d %-5s cmd->ready %ss cmd->active %ss load1 %.1f->%.1f"
+                  % (i + 1, mode, fmt(r["cmd_to_ready_s"]), fmt(r["cmd_to_active_s"]), r["load1_before"],
+                     r["load1_after"]), file=sys.stderr)
             if mode == "cold":
                 x = measure_latency(http, a.followers)
                 x["ready_probe_completion_s"] = r["ready_probe_completion_s"]
