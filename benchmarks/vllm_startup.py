@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 # Copyright: llmops.serving contributors
 # Apache License 2.0 (see LICENSE)
 """vLLM startup benchmark against a DEPLOYED vllm@NAME systemd unit (issue 2).
@@ -53,7 +52,7 @@ def parse_systemctl_show(text):
     out = {}
     for line in text.splitlines():
         if "=" in line:
-            key, _, value = line.partition("=")
+            key, _sep, value = line.partition("=")
             out[key.strip()] = value.strip()
     return out
 
@@ -63,7 +62,7 @@ def parse_environment(value):
     env = {}
     for item in shlex.split(value or ""):
         if "=" in item:
-            k, _, v = item.partition("=")
+            k, _sep, v = item.partition("=")
             env[k] = v
     return env
 
@@ -153,7 +152,7 @@ class Target:
             argv = ["docker", "exec", self.docker] + argv
         elif self.sudo:
             argv = ["sudo", "-n"] + argv
-        p = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
+        p = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
         if check and p.returncode != 0:
             raise RuntimeError("%s failed rc=%s: %s" % (" ".join(argv), p.returncode, p.stderr.strip()))
         return p
@@ -262,7 +261,7 @@ def measure_start(tgt, http, unit, mode, cache_dir, timeout, poll):
         time.sleep(poll)
 
     entry = None
-    for _ in range(50):  # journald may lag the HTTP port by a moment
+    for _try in range(50):  # journald may lag the HTTP port by a moment
         j = tgt.run(["journalctl", "--no-pager", "-o", "json", "-u", unit, "_SYSTEMD_INVOCATION_ID=" + inv],
                     check=False).stdout
         entry = find_journal_entry(j, STARTUP_COMPLETE, inv)
@@ -280,7 +279,7 @@ def measure_latency(http, followers):
     if toks <= 0:
         raise RuntimeError("first completion after active returned no tokens")
     rest = []
-    for _ in range(followers):
+    for _i in range(followers):
         lat, toks = http.complete()
         if toks <= 0:
             raise RuntimeError("completion returned no tokens")
@@ -307,7 +306,7 @@ def summarize(runs):
         if not rs:
             continue
         out[mode] = {}
-        for key, _ in COLS:
+        for key, _head in COLS:
             vals = [r[key] for r in rs if r.get(key) is not None]
             if vals:
                 out[mode][key] = {"median": round(statistics.median(vals), 3), "min": min(vals), "max": max(vals)}
@@ -315,16 +314,16 @@ def summarize(runs):
 
 
 def print_table(runs, summary, lat):
-    head = "%-6s %-3s " % ("mode", "#") + " ".join("%15s" % h for _, h in COLS) + " %6s" % "load1"
+    head = "%-6s %-3s " % ("mode", "#") + " ".join("%15s" % h for _key, h in COLS) + " %6s" % "load1"
     print(head)
     print("-" * len(head))
     for mode in ("cold", "kept", "wiped"):
         for i, r in enumerate([r for r in runs if r["mode"] == mode], 1):
-            print("%-6s %-3s " % (mode, i) + " ".join("%15s" % fmt(r.get(k)) for k, _ in COLS)
+            print("%-6s %-3s " % (mode, i) + " ".join("%15s" % fmt(r.get(k)) for k, _head in COLS)
                   + " %6s" % fmt(r.get("load1_before")))
         if mode in summary:
             print("%-6s %-3s " % (mode, "med") + " ".join(
-                "%15s" % fmt(summary[mode].get(k, {}).get("median")) for k, _ in COLS))
+                "%15s" % fmt(summary[mode].get(k, {}).get("median")) for k, _head in COLS))
     print("(seconds; cmd = systemctl start/restart issued; main = ExecMainStartTimestampMonotonic; "
           "startup = 'Application startup complete.'; ready = /health 200 + completion with tokens; "
           "active = ActiveEnterTimestampMonotonic, after the ExecStartPost warmup; "
