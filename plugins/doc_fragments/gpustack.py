@@ -8,12 +8,27 @@ __metaclass__ = type
 
 
 class ModuleDocFragment(object):
-    DOCUMENTATION = r"""
+    # llmops.serving.gpustack.server: where the server is and how to reach it
+    # (argument spec: gpustack.server_argument_spec()).
+    SERVER = r"""
 options:
   url:
     description: Base URL of the GPUStack server (API port), e.g. C(http://127.0.0.1:80).
     type: str
     required: true
+  validate_certs:
+    description: Verify TLS certificates.
+    type: bool
+    default: true
+  timeout:
+    description: Timeout of one HTTP request, in seconds.
+    type: int
+    default: 30
+"""
+
+    # llmops.serving.gpustack: SERVER plus the credentials
+    # (argument spec: gpustack.connection_argument_spec()).
+    DOCUMENTATION = SERVER + r"""
   api_key:
     description:
       - "API key sent as C(Authorization: Bearer <key>), e.g. the fixed custom key the
@@ -26,12 +41,4 @@ options:
   password:
     description: Password for the form login.
     type: str
-  validate_certs:
-    description: Verify TLS certificates.
-    type: bool
-    default: true
-  timeout:
-    description: Timeout of one HTTP request, in seconds.
-    type: int
-    default: 30
 """

@@ -56,6 +56,37 @@ INSTANCE_KEYS = ("id", "name", "state", "state_message", "worker_id", "worker_na
                  "cluster_id", "port")
 
 
+def server_argument_spec():
+    """``url``, ``validate_certs``, ``timeout`` (doc fragment ``llmops.serving.gpustack.server``)."""
+    return dict(
+        url=dict(type="str", required=True),
+        validate_certs=dict(type="bool", default=True),
+        timeout=dict(type="int", default=30),
+    )
+
+
+def connection_argument_spec():
+    """The server options plus ``api_key``, ``username``, ``password``
+    (doc fragment ``llmops.serving.gpustack``)."""
+    spec = server_argument_spec()
+    spec.update(
+        api_key=dict(type="str", no_log=True),
+        username=dict(type="str", default="admin"),
+        password=dict(type="str", no_log=True),
+    )
+    return spec
+
+
+def client_from_module(module):
+    """A :class:`Client` from the options of :func:`connection_argument_spec`;
+    fails ``module`` when neither ``api_key`` nor ``password`` is set."""
+    p = module.params
+    if not p["api_key"] and not p["password"]:
+        module.fail_json(msg="set api_key (Bearer) or password (form login as username)")
+    return Client(p["url"], api_key=p["api_key"], username=p["username"], password=p["password"],
+                  timeout=p["timeout"], validate_certs=p["validate_certs"])
+
+
 class GPUStackError(Exception):
     def __init__(self, msg, status=None, body=None):
         super(GPUStackError, self).__init__(msg)

@@ -4,7 +4,9 @@
 """HTTP client for a vLLM OpenAI-compatible server, systemd unit state, and
 the rule that turns probes + unit state into one overall ``state``.
 
-No Ansible import: runs in module processes and in plain Python (tests).
+No Ansible import at module level: runs in module processes and in plain
+Python (tests). :func:`connection_argument_spec` and :func:`require_libs` are
+the parts the vllm_* modules share.
 The API key goes in ``Authorization: Bearer``; it is never put in results,
 messages or exceptions returned by this file.
 """
@@ -27,6 +29,32 @@ except ImportError as _e:  # pragma: no cover - depends on the interpreter
 
 INTERPRETER_HINT = ("Run this module with the vLLM venv's interpreter: set ansible_python_interpreter "
                     "to the vLLM venv's python (e.g. /opt/vllm/venv/bin/python).")
+
+
+def connection_argument_spec(timeout=10, with_validate_certs=True):
+    """Argument spec of the connection options ``url``, ``api_key``,
+    ``timeout`` (doc fragment ``llmops.serving.vllm``) and ``validate_certs``
+    (doc fragment ``llmops.serving.vllm.validate_certs``, left out with
+    ``with_validate_certs=False``). ``timeout``: its default, in seconds."""
+    spec = dict(
+        url=dict(type="str", default="http://127.0.0.1:8000"),
+        api_key=dict(type="str", no_log=True),
+        timeout=dict(type="float", default=timeout),
+    )
+    if with_validate_certs:
+        spec["validate_certs"] = dict(type="bool", default=True)
+    return spec
+
+
+def require_libs(module, libs=None):
+    """Fail ``module`` (``missing_required_lib`` + :data:`INTERPRETER_HINT`)
+    when a library is missing. ``libs``: ``(name, imported, import_error)``
+    tuples, checked in order; default ``requests`` as imported here."""
+    from ansible.module_utils.basic import missing_required_lib
+    for name, imported, error in libs or (("requests", HAS_REQUESTS, REQUESTS_IMPORT_ERROR),):
+        if not imported:
+            module.fail_json(msg=missing_required_lib(name) + " " + INTERPRETER_HINT, exception=str(error))
+
 
 STATES = ("ready", "starting", "degraded", "dead", "unreachable")
 

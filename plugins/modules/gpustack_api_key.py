@@ -20,11 +20,9 @@ description:
     changes. When the name exists but the value does not authenticate (rotated
     in the vault), the old key is deleted and the new one created.
   - The key value is never returned.
+extends_documentation_fragment:
+  - llmops.serving.gpustack.server
 options:
-  url:
-    description: Base URL of the GPUStack server.
-    type: str
-    required: true
   username:
     description: Admin user.
     type: str
@@ -50,14 +48,6 @@ options:
     type: str
     choices: [present, absent]
     default: present
-  validate_certs:
-    description: Verify TLS certificates.
-    type: bool
-    default: true
-  timeout:
-    description: Timeout of one HTTP request, in seconds.
-    type: int
-    default: 30
 author:
   - llmops.serving contributors (!UNKNOWN)
 """
@@ -91,15 +81,13 @@ from ansible_collections.llmops.serving.plugins.module_utils import gpustack as 
 def main():
     module = AnsibleModule(
         argument_spec=dict(
-            url=dict(type="str", required=True),
+            gs.server_argument_spec(),
             username=dict(type="str", default="admin"),
             password=dict(type="str", required=True, no_log=True),
             name=dict(type="str", required=True),
             key=dict(type="str", no_log=True),
             description=dict(type="str"),
             state=dict(type="str", choices=["present", "absent"], default="present"),
-            validate_certs=dict(type="bool", default=True),
-            timeout=dict(type="int", default=30),
         ),
         required_if=[("state", "present", ["key"])],
         supports_check_mode=True,

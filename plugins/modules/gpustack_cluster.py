@@ -68,12 +68,7 @@ from ansible_collections.llmops.serving.plugins.module_utils import gpustack as 
 def main():
     module = AnsibleModule(
         argument_spec=dict(
-            url=dict(type="str", required=True),
-            api_key=dict(type="str", no_log=True),
-            username=dict(type="str", default="admin"),
-            password=dict(type="str", no_log=True),
-            validate_certs=dict(type="bool", default=True),
-            timeout=dict(type="int", default=30),
+            gs.connection_argument_spec(),
             name=dict(type="str", default="default"),
             provider=dict(type="str", choices=["Docker", "Kubernetes"], default="Docker"),
             registration_token=dict(type="bool", default=False),
@@ -81,10 +76,7 @@ def main():
         supports_check_mode=True,
     )
     p = module.params
-    if not p["api_key"] and not p["password"]:
-        module.fail_json(msg="set api_key (Bearer) or password (form login as username)")
-    client = gs.Client(p["url"], api_key=p["api_key"], username=p["username"], password=p["password"],
-                       timeout=p["timeout"], validate_certs=p["validate_certs"])
+    client = gs.client_from_module(module)
     result = dict(changed=False, cluster={})
     try:
         cluster = client.find_cluster(p["name"])

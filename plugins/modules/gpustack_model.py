@@ -212,12 +212,7 @@ SOURCE_REQUIRED = {
 
 def argument_spec():
     return dict(
-        url=dict(type="str", required=True),
-        api_key=dict(type="str", no_log=True),
-        username=dict(type="str", default="admin"),
-        password=dict(type="str", no_log=True),
-        validate_certs=dict(type="bool", default=True),
-        timeout=dict(type="int", default=30),
+        gs.connection_argument_spec(),
         name=dict(type="str", required=True),
         state=dict(type="str", choices=["present", "absent"], default="present"),
         cluster=dict(type="str"),
@@ -243,14 +238,6 @@ def argument_spec():
         wait_timeout=dict(type="int", default=300),
         fail_on_timeout=dict(type="bool", default=True),
     )
-
-
-def client_from(module):
-    p = module.params
-    if not p["api_key"] and not p["password"]:
-        module.fail_json(msg="set api_key (Bearer) or password (form login as username)")
-    return gs.Client(p["url"], api_key=p["api_key"], username=p["username"], password=p["password"],
-                     timeout=p["timeout"], validate_certs=p["validate_certs"])
 
 
 def resolve_cluster(module, client, result):
@@ -299,7 +286,7 @@ def main():
     p = module.params
     result = dict(changed=False, model={}, instances=[], states=[], scheduling_message=None, reached=None,
                   cluster={}, changed_fields=[])
-    client = client_from(module)
+    client = gs.client_from_module(module)
     try:
         cluster_id = resolve_cluster(module, client, result)
         current = None

@@ -27,18 +27,10 @@ description:
     timeout passes or the unit fails, and then returns the last journal lines of the unit.
   - Run it with the vLLM virtualenv's interpreter (it needs C(requests)), for example with
     C(ansible_python_interpreter=/opt/vllm/venv/bin/python).
+extends_documentation_fragment:
+  - llmops.serving.vllm
+  - llmops.serving.vllm.validate_certs
 options:
-  url:
-    description:
-      - Base URL of the server, without C(/v1).
-      - For a server bound to C(0.0.0.0), use C(http://127.0.0.1:PORT).
-    type: str
-    default: http://127.0.0.1:8000
-  api_key:
-    description:
-      - "API key of the server (vLLM C(--api-key) or C(VLLM_API_KEY)); sent as
-        C(Authorization: Bearer). It protects C(/v1) only. Never logged."
-    type: str
   model:
     description:
       - Served model name used for the readiness completion.
@@ -65,18 +57,10 @@ options:
     description: C(max_tokens) of the readiness completion (at least one token must come back).
     type: int
     default: 1
-  timeout:
-    description: Timeout of each HTTP request, in seconds.
-    type: float
-    default: 10
   readiness_timeout:
     description: Timeout of the readiness completion, in seconds.
     type: float
     default: 60
-  validate_certs:
-    description: Verify TLS certificates for C(https) URLs.
-    type: bool
-    default: true
   wait_for:
     description:
       - C(none) probes once and reports. C(ready) polls until RV(state) is C(ready), and fails when
@@ -97,8 +81,6 @@ options:
     description: Journal lines of O(unit) returned when O(wait_for=ready) fails.
     type: int
     default: 40
-requirements:
-  - requests (in the vLLM virtualenv)
 seealso:
   - module: llmops.serving.vllm_kv_cache_info
   - module: llmops.serving.vllm_warmup
@@ -235,11 +217,10 @@ journal:
 
 import time
 
-from ansible.module_utils.basic import AnsibleModule, missing_required_lib
+from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.llmops.serving.plugins.module_utils.vllm_client import (
-    HAS_REQUESTS, INTERPRETER_HINT, REQUESTS_IMPORT_ERROR, VllmClient, combine_state, journal_tail,
-    strip_probe, unit_state)
+    VllmClient, combine_state, connection_argument_spec, journal_tail, require_libs, strip_probe, unit_state)
 
 
 def probe(module, client):
@@ -284,16 +265,13 @@ def probe(module, client):
 def main():
     module = AnsibleModule(
         argument_spec=dict(
-            url=dict(type="str", default="http://127.0.0.1:8000"),
-            api_key=dict(type="str", no_log=True),
+            connection_argument_spec(timeout=10),
             model=dict(type="str"),
             unit=dict(type="str"),
             readiness=dict(type="bool", default=True),
             readiness_prompt=dict(type="str", default="Hello"),
             readiness_max_tokens=dict(type="int", default=1, no_log=False),
-            timeout=dict(type="float", default=10),
             readiness_timeout=dict(type="float", default=60),
-            validate_certs=dict(type="bool", default=True),
             wait_for=dict(type="str", choices=["none", "ready"], default="none"),
             wait_timeout=dict(type="float", default=600),
             poll_interval=dict(type="float", default=3),
@@ -301,9 +279,7 @@ def main():
         ),
         supports_check_mode=True,
     )
-    if not HAS_REQUESTS:
-        module.fail_json(msg=missing_required_lib("requests") + " " + INTERPRETER_HINT,
-                         exception=str(REQUESTS_IMPORT_ERROR))
+    require_libs(module)
     p = module.params
     if p["readiness_max_tokens"] < 1:
         module.fail_json(msg="readiness_max_tokens must be >= 1 (got %s)" % p["readiness_max_tokens"])

@@ -28,16 +28,10 @@ description:
   - Read-only; C(changed) is always C(false); check mode runs the same reads. An unreachable
     server is reported as data (RV(source=none), RV(error)).
   - Run it with the vLLM virtualenv's interpreter (it needs C(requests) and C(prometheus_client)).
+extends_documentation_fragment:
+  - llmops.serving.vllm
+  - llmops.serving.vllm.validate_certs
 options:
-  url:
-    description: Base URL of the server.
-    type: str
-    default: http://127.0.0.1:8000
-  api_key:
-    description:
-      - "API key, sent as C(Authorization: Bearer). vLLM does not protect C(/metrics) with it; a
-        proxy in front may. Never logged."
-    type: str
   unit:
     description: systemd unit whose journal holds the startup log (journal fallback).
     type: str
@@ -51,16 +45,7 @@ options:
     description: How many of the unit's last journal lines to search for the startup log.
     type: int
     default: 5000
-  timeout:
-    description: HTTP timeout in seconds.
-    type: float
-    default: 10
-  validate_certs:
-    description: Verify TLS certificates for C(https) URLs.
-    type: bool
-    default: true
 requirements:
-  - requests (in the vLLM virtualenv)
   - prometheus_client (in the vLLM virtualenv)
 seealso:
   - module: llmops.serving.vllm_health
@@ -148,10 +133,11 @@ error:
   type: str
 """
 
-from ansible.module_utils.basic import AnsibleModule, missing_required_lib
+from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.llmops.serving.plugins.module_utils.vllm_client import (
-    HAS_REQUESTS, INTERPRETER_HINT, REQUESTS_IMPORT_ERROR, VllmClient, journal_text, strip_probe)
+    HAS_REQUESTS, REQUESTS_IMPORT_ERROR, VllmClient, connection_argument_spec, journal_text, require_libs,
+    strip_probe)
 from ansible_collections.llmops.serving.plugins.module_utils.vllm_metrics import (
     HAS_PROMETHEUS_CLIENT, PROMETHEUS_CLIENT_IMPORT_ERROR, parse_metrics, parse_startup_log, summarize_models)
 
@@ -159,20 +145,15 @@ from ansible_collections.llmops.serving.plugins.module_utils.vllm_metrics import
 def main():
     module = AnsibleModule(
         argument_spec=dict(
-            url=dict(type="str", default="http://127.0.0.1:8000"),
-            api_key=dict(type="str", no_log=True),
+            connection_argument_spec(timeout=10),
             unit=dict(type="str"),
             source=dict(type="str", choices=["auto", "metrics", "journal"], default="auto"),
             journal_lines=dict(type="int", default=5000),
-            timeout=dict(type="float", default=10),
-            validate_certs=dict(type="bool", default=True),
         ),
         supports_check_mode=True,
     )
-    for ok, lib, err in ((HAS_REQUESTS, "requests", REQUESTS_IMPORT_ERROR),
-                         (HAS_PROMETHEUS_CLIENT, "prometheus_client", PROMETHEUS_CLIENT_IMPORT_ERROR)):
-        if not ok:
-            module.fail_json(msg=missing_required_lib(lib) + " " + INTERPRETER_HINT, exception=str(err))
+    require_libs(module, (("requests", HAS_REQUESTS, REQUESTS_IMPORT_ERROR),
+                          ("prometheus_client", HAS_PROMETHEUS_CLIENT, PROMETHEUS_CLIENT_IMPORT_ERROR)))
     p = module.params
     if p["source"] == "journal" and not p["unit"]:
         module.fail_json(msg="source=journal needs unit (the systemd unit whose journal holds the startup log)")

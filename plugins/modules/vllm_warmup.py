@@ -26,14 +26,9 @@ description:
   - Warmup traffic changes no configuration, so C(changed) is always C(false). In check mode no
     request is sent; the planned prompt lengths are returned.
   - Run it with the vLLM virtualenv's interpreter (it needs C(requests)).
+extends_documentation_fragment:
+  - llmops.serving.vllm
 options:
-  url:
-    description: Base URL of the server.
-    type: str
-    default: http://127.0.0.1:8000
-  api_key:
-    description: "API key, sent as C(Authorization: Bearer). Never logged."
-    type: str
   model:
     description: Served model name. Default is the first id of C(/v1/models).
     type: str
@@ -82,8 +77,6 @@ options:
     description: Return the per-request records in RV(requests).
     type: bool
     default: true
-requirements:
-  - requests (in the vLLM virtualenv)
 seealso:
   - module: llmops.serving.vllm_health
 author:
@@ -159,9 +152,10 @@ duration_s:
   type: float
 """
 
-from ansible.module_utils.basic import AnsibleModule, missing_required_lib
+from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.llmops.serving.plugins.module_utils.vllm_client import INTERPRETER_HINT
+from ansible_collections.llmops.serving.plugins.module_utils.vllm_client import (
+    connection_argument_spec, require_libs)
 from ansible_collections.llmops.serving.plugins.module_utils.vllm_warmup import (
     HAS_REQUESTS, REQUESTS_IMPORT_ERROR, WarmupError, plan_prompt_lengths, run_warmup)
 
@@ -169,15 +163,13 @@ from ansible_collections.llmops.serving.plugins.module_utils.vllm_warmup import 
 def main():
     module = AnsibleModule(
         argument_spec=dict(
-            url=dict(type="str", default="http://127.0.0.1:8000"),
-            api_key=dict(type="str", no_log=True),
+            connection_argument_spec(timeout=120, with_validate_certs=False),
             model=dict(type="str"),
             prompt_lens=dict(type="list", elements="int"),
             prompt_len_histogram=dict(type="dict"),
             max_tokens=dict(type="int", default=16, no_log=False),
             count=dict(type="int", default=8),
             concurrency=dict(type="int", default=1),
-            timeout=dict(type="float", default=120),
             wait_ready_timeout=dict(type="float", default=0),
             prompt_format=dict(type="str", choices=["tokens", "text"], default="tokens"),
             fail_on_error=dict(type="bool", default=True),
@@ -186,9 +178,7 @@ def main():
         mutually_exclusive=[("prompt_lens", "prompt_len_histogram")],
         supports_check_mode=True,
     )
-    if not HAS_REQUESTS:
-        module.fail_json(msg=missing_required_lib("requests") + " " + INTERPRETER_HINT,
-                         exception=str(REQUESTS_IMPORT_ERROR))
+    require_libs(module, (("requests", HAS_REQUESTS, REQUESTS_IMPORT_ERROR),))
     p = module.params
     lens = p["prompt_lens"]
     hist = None

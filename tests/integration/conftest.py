@@ -3,14 +3,8 @@ interpreter (VLLM_TEST_PYTHON, default /opt/vllm-dev/bin/python) is absent."""
 import os
 import sys
 
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-COLLECTIONS = os.path.join(ROOT, ".cache", "collections")
-LINK = os.path.join(COLLECTIONS, "ansible_collections", "llmops", "serving")
-if not os.path.exists(LINK):
-    os.makedirs(os.path.dirname(LINK), exist_ok=True)
-    os.symlink(ROOT, LINK)
-if COLLECTIONS not in sys.path:
-    sys.path.insert(0, COLLECTIONS)
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import collection_path  # noqa: E402,F401  pylint: disable=wrong-import-position,unused-import
 
 
 def pytest_configure(config):

@@ -1,20 +1,9 @@
-"""Make the repo importable as ``ansible_collections.llmops.serving``.
-
-The repository root is the collection root; ``make stage`` links it under
-``.cache/collections/ansible_collections/llmops/serving``. This conftest does
-the same when pytest is run directly.
-"""
+"""Make the repo importable as ``ansible_collections.llmops.serving``
+(tests/collection_path.py) and name the paths the tests use."""
 import os
 import sys
 
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-COLLECTIONS = os.path.join(ROOT, ".cache", "collections")
-LINK = os.path.join(COLLECTIONS, "ansible_collections", "llmops", "serving")
-
-if not os.path.exists(LINK):
-    os.makedirs(os.path.dirname(LINK), exist_ok=True)
-    os.symlink(ROOT, LINK)
-if COLLECTIONS not in sys.path:
-    sys.path.insert(0, COLLECTIONS)
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from collection_path import ROOT  # noqa: E402,F401  pylint: disable=wrong-import-position
 
 FIXTURES = os.path.join(ROOT, "tests", "fixtures")
