@@ -114,7 +114,7 @@ def test_converged_fleet_is_clean_in_check_mode(report_dir):
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr
     assert changed_tasks(result) == {n: set() for n in NODES}
     assert set(recap(result, "changed").values()) == {0}
-    proc, _ = playbook("drift.yml", json_out=False, report_dir=report_dir)
+    proc, _ = playbook("drift.yml", "--check", json_out=False, report_dir=report_dir)
     assert proc.returncode == 0, proc.stdout[-3000:]
     report, text = latest_report(report_dir)
     assert report["drift"] == [] and "(no drift)" in text
@@ -141,7 +141,7 @@ def test_introduce_drift():
 
 
 def test_drift_report_names_exactly_the_drift(report_dir):
-    proc, _ = playbook("drift.yml", json_out=False, report_dir=report_dir)
+    proc, _ = playbook("drift.yml", "--check", json_out=False, report_dir=report_dir)
     assert proc.returncode == 2, proc.stdout[-3000:]
     assert "drifted item(s)" in proc.stdout
     report, text = latest_report(report_dir)
@@ -199,7 +199,7 @@ def test_third_run_is_clean(report_dir):
     proc, result = playbook("vllm.yml")
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr
     assert set(recap(result, "changed").values()) == {0}
-    proc, _ = playbook("drift.yml", json_out=False, report_dir=report_dir)
+    proc, _ = playbook("drift.yml", "--check", json_out=False, report_dir=report_dir)
     assert proc.returncode == 0, proc.stdout[-3000:]
     for node in ("drift-1", "drift-2"):
         port = {"drift-1": 8301, "drift-2": 8302}[node]
