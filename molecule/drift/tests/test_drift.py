@@ -81,7 +81,8 @@ def changed_tasks(result):
         for task in play["tasks"]:
             for host, res in task["hosts"].items():
                 if res.get("changed"):
-                    out.setdefault(host, set()).add(task["task"]["name"])
+                    # The json callback names role tasks "ROLE : NAME".
+                    out.setdefault(host, set()).add(task["task"]["name"].split(" : ", 1)[-1])
     return out
 
 
