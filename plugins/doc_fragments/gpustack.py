@@ -26,9 +26,12 @@ options:
     default: 30
 """
 
-    # llmops.serving.gpustack: SERVER plus the credentials
-    # (argument spec: gpustack.connection_argument_spec()).
-    DOCUMENTATION = SERVER + r"""
+    # llmops.serving.gpustack: the credentials; modules that talk to the API
+    # use it together with llmops.serving.gpustack.server
+    # (argument spec: gpustack.connection_argument_spec()). Kept as a plain
+    # string: ansible-test's yamllint reads fragments without evaluating them.
+    DOCUMENTATION = r"""
+options:
   api_key:
     description:
       - "API key sent as C(Authorization: Bearer <key>), e.g. the fixed custom key the

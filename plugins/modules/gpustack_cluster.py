@@ -19,6 +19,7 @@ description:
     token (C(GET /v2/clusters/{id}/registration-token)). It is a secret, use
     C(no_log) on the task.
 extends_documentation_fragment:
+  - llmops.serving.gpustack.server
   - llmops.serving.gpustack
 options:
   name:

@@ -24,6 +24,7 @@ description:
     C(--gpu-memory-utilization=<x>) in O(backend_parameters) and O(gpu_selector)
     (see the C(llmops.serving.gpustack_placement) filter).
 extends_documentation_fragment:
+  - llmops.serving.gpustack.server
   - llmops.serving.gpustack
 options:
   name:

@@ -21,6 +21,7 @@ description:
     (RV(available=false), RV(msg)) instead of a failure, like
     C(community.postgresql.postgresql_ping).
 extends_documentation_fragment:
+  - llmops.serving.gpustack.server
   - llmops.serving.gpustack
 options:
   name:

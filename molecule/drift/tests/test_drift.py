@@ -47,7 +47,7 @@ STATE = {}
 
 
 def sh(node, cmd, check=True):
-    out = subprocess.run(["docker", "exec", node, "bash", "-c", cmd], capture_output=True, text=True)
+    out = subprocess.run(["docker", "exec", node, "bash", "-c", cmd], capture_output=True, text=True, check=False)
     if check and out.returncode != 0:
         raise AssertionError("%s: %s failed: %s" % (node, cmd, out.stderr))
     return out.stdout.strip()
@@ -69,7 +69,7 @@ def playbook(name, *args, json_out=True, report_dir=None):
     cmd = ["ansible-playbook", "-i", inventory(), os.path.join(ROOT, "playbooks", name)] + list(args)
     if report_dir:
         cmd += ["-e", "drift_report_dir=%s" % report_dir]
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT)
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT, check=False)
     result = json.loads(proc.stdout[proc.stdout.index("{"):]) if json_out and "{" in proc.stdout else None
     return proc, result
 
@@ -115,7 +115,7 @@ def test_converged_fleet_is_clean_in_check_mode(report_dir):
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr
     assert changed_tasks(result) == {n: set() for n in NODES}
     assert set(recap(result, "changed").values()) == {0}
-    proc, _ = playbook("drift.yml", "--check", json_out=False, report_dir=report_dir)
+    proc, dummy = playbook("drift.yml", "--check", json_out=False, report_dir=report_dir)
     assert proc.returncode == 0, proc.stdout[-3000:]
     report, text = latest_report(report_dir)
     assert report["drift"] == [] and "(no drift)" in text
@@ -142,7 +142,7 @@ def test_introduce_drift():
 
 
 def test_drift_report_names_exactly_the_drift(report_dir):
-    proc, _ = playbook("drift.yml", "--check", json_out=False, report_dir=report_dir)
+    proc, dummy = playbook("drift.yml", "--check", json_out=False, report_dir=report_dir)
     assert proc.returncode == 2, proc.stdout[-3000:]
     assert "drifted item(s) on drift-1, drift-2" in " ".join(proc.stdout.split())
     report, text = latest_report(report_dir)
@@ -200,7 +200,7 @@ def test_third_run_is_clean(report_dir):
     proc, result = playbook("vllm.yml")
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr
     assert set(recap(result, "changed").values()) == {0}
-    proc, _ = playbook("drift.yml", "--check", json_out=False, report_dir=report_dir)
+    proc, dummy = playbook("drift.yml", "--check", json_out=False, report_dir=report_dir)
     assert proc.returncode == 0, proc.stdout[-3000:]
     for node in ("drift-1", "drift-2"):
         port = {"drift-1": 8301, "drift-2": 8302}[node]
