@@ -330,8 +330,9 @@ def reached(target, model, instances):
 
     running: ready replicas = replicas (and every instance running);
     scheduled: every instance is scheduled or further;
-    pending: every instance has been looked at by the scheduler (a state
-    message is set, or it moved on).
+    pending: every instance has been looked at by the scheduler: pending
+    with the scheduler's message set, or moved on to scheduled or later
+    (``analyzing`` is the scheduler still at work, not an answer).
     """
     replicas = (model or {}).get("replicas") or 0
     if replicas == 0:
@@ -344,7 +345,8 @@ def reached(target, model, instances):
     if target == "scheduled":
         return all(s in SCHEDULED_OR_LATER for s in states)
     if target == "pending":
-        return all(s != "pending" or i.get("state_message") for s, i in zip(states, instances))
+        return all((s == "pending" and i.get("state_message")) or s in SCHEDULED_OR_LATER or s == "error"
+                   for s, i in zip(states, instances))
     raise ValueError("unknown target state %r" % target)
 
 

@@ -94,3 +94,17 @@ def test_wait_for_polls_until_reached():
     Fake.calls = -100
     ok, _m, _i = gs.wait_for(Fake(), 1, "pending", 5, sleep=lambda s: t.__setitem__(0, t[0] + s), clock=lambda: t[0])
     assert not ok
+
+
+def test_pending_target_waits_while_the_scheduler_is_analyzing():
+    # Seen live (GPUStack 2.3.0): right after create the instance is
+    # `analyzing` with "Evaluating resource requirements"; the answer
+    # (`pending`, "No available workers") comes a moment later.
+    from ansible_collections.llmops.serving.plugins.module_utils import gpustack as gs
+    model = {"replicas": 1}
+    analyzing = [{"state": "analyzing", "state_message": "Evaluating resource requirements"}]
+    pending = [{"state": "pending", "state_message": "No available workers"}]
+    assert not gs.reached("pending", model, analyzing)
+    assert gs.reached("pending", model, pending)
+    assert gs.reached("pending", model, [{"state": "scheduled", "state_message": ""}])
+    assert not gs.reached("pending", model, [{"state": "pending", "state_message": ""}])
