@@ -1,5 +1,6 @@
 """vllm_service in production shape: failure cases (recorded by side_effect.yml) and live state."""
 import json
+import re
 
 import pytest
 
@@ -99,7 +100,7 @@ def test_key_absent_from_ps_systemctl_show_units_and_journal(host):
         journal = host.check_output("journalctl --no-pager -o verbose")
         assert "vllm@a" in journal or "vllm-a" in journal
         # On failure, show which entries (with their SYSLOG_IDENTIFIER/_COMM) carry the key, masked.
-        leaks = [e.replace(KEY, "<KEY>")[:600] for e in journal.split("\n\n") if KEY in e]
+        leaks = [e.replace(KEY, "<KEY>")[:600] for e in re.split(r"\n(?=\S)", journal) if KEY in e]
         assert not leaks, leaks[:5]
 
 
