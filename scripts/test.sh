@@ -26,6 +26,10 @@ vllm_python=$(scripts/testbed/host-vllm-venv.sh) || vllm_python=""
 if [ -z "${LLMOPS_SKIP_LIVE:-}" ]; then
   stage live-modules env VLLM_TEST_PYTHON="$vllm_python" pytest -q -p no:cacheprovider -m vllm_live \
     tests/integration/test_vllm_live.py
+  # EvalScope (its own venv, cached under .cache/) against a real vLLM server:
+  # the molecule verify scenario covers vllm bench, the sweep and the bounds.
+  stage live-evalscope env VLLM_TEST_PYTHON="$vllm_python" EVALSCOPE_VENV="$PWD/.cache/evalscope-venv" \
+    pytest -q -p no:cacheprovider tests/integration/test_verify_live.py -k evalscope
   stage gpustack tests/integration/gpustack/run.sh
 fi
 # shellcheck disable=SC2086 # a space-separated list of scenario names
