@@ -22,6 +22,12 @@ def drift_unreachable_rows(all_hosts, ok_hosts):
     return drift.unreachable_rows(all_hosts, ok_hosts)
 
 
+def drift_collect(targets, hostvars):
+    if not isinstance(targets, dict):
+        raise AnsibleFilterError("drift_collect expects {component: [hosts]} (see playbooks/drift.yml)")
+    return drift.collect(hostvars, targets)
+
+
 def drift_table(rows):
     if not isinstance(rows, list):
         raise AnsibleFilterError("drift_table expects a list of drift rows")
@@ -34,4 +40,5 @@ class FilterModule(object):
             "vllm_drift_rows": vllm_drift_rows,
             "drift_unreachable_rows": drift_unreachable_rows,
             "drift_table": drift_table,
+            "drift_collect": drift_collect,
         }

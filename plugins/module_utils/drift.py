@@ -187,6 +187,30 @@ def unreachable_rows(all_hosts, ok_hosts):
             for h in (all_hosts or []) if h not in ok]
 
 
+def collect(hostvars, targets):
+    """All rows of a drift run and a ``host`` row for each host that did not finish.
+
+    ``targets`` maps a component play (``vllm``, ``flash_attn``, ``gpustack``)
+    to the hosts that play targeted; each host that finished that play has the
+    fact ``drift_rows_<component>`` (a list, maybe empty). A targeted host
+    without it failed or was unreachable: one ``host`` row each (not one per play).
+    """
+    rows = []
+    missing = []
+    for component in sorted(targets or {}):
+        for host in targets[component] or []:
+            hv = hostvars[host] if host in hostvars else {}
+            found = hv.get("drift_rows_%s" % component)
+            if found is None:
+                if host not in missing:
+                    missing.append(host)
+                continue
+            rows.extend(found)
+    for host in missing:
+        rows.extend(unreachable_rows([host], []))
+    return rows
+
+
 def drift_table(rows):
     """A fixed-width text table (HOST COMPONENT INSTANCE PATH EXPECTED FOUND) and the detail lines."""
     header = ("HOST", "COMPONENT", "INSTANCE", "PATH", "EXPECTED", "FOUND")

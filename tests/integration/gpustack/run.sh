@@ -17,7 +17,7 @@ cd "$repo"
 export PATH=${LLMOPS_VENV:-$repo/.venv}/bin:$PATH
 export ANSIBLE_CONFIG=$repo/ansible.cfg
 image=${LLMOPS_BASE_IMAGE:-llmops/debian-systemd:bookworm}
-venv=$repo/.cache/gpustack-venv-deb       # built with Debian's python3.11, bind-mounted at the same path
+venv=${LLMOPS_GPUSTACK_VENV:-$repo/.cache/gpustack-venv-deb}      # built with Debian's python3.11, bind-mounted at the same path
 name=gpustack-live-$$
 pgdata=$(mktemp -d /tmp/gpustack-live-pg.XXXXXX)
 out=$(mktemp -d /tmp/gpustack-live-out.XXXXXX)
