@@ -1,10 +1,10 @@
 # Copyright: llmops.serving contributors
 # Apache License 2.0 (see LICENSE)
-"""Wall time of a no-op re-run of playbooks/vllm.yml on a converged fleet.
+"""Wall time of a no-op re-run of site.yml on a converged fleet.
 
 Prints, for 1 host and for all hosts of the inventory's `vllm` group:
-  - a normal re-run (must report changed=0),
-  - a `--check --diff` run,
+  - a normal re-run of site.yml (must report changed=0),
+  - a `site.yml --check --diff` run,
   - a `playbooks/drift.yml --check` run,
 and the cost per host. Goal: no-op re-run <= 15 s per host.
 
@@ -29,7 +29,8 @@ def run(inventory, playbook, extra, limit=None, report_dir=None):
     env.setdefault("ANSIBLE_CONFIG", os.path.join(ROOT, "ansible.cfg"))
     env.setdefault("ANSIBLE_COLLECTIONS_PATH", "%s/.cache/collections:%s/.venv/lib/python3.11/site-packages" % (ROOT, ROOT))
     env["ANSIBLE_STDOUT_CALLBACK"] = "ansible.posix.json"
-    cmd = ["ansible-playbook", "-i", inventory, os.path.join(ROOT, "playbooks", playbook)] + extra
+    path = os.path.join(ROOT, playbook) if playbook == "site.yml" else os.path.join(ROOT, "playbooks", playbook)
+    cmd = ["ansible-playbook", "-i", inventory, path] + extra
     if limit:
         cmd += ["--limit", limit]
     if report_dir:
@@ -62,8 +63,8 @@ def main():
         sys.exit("no hosts in group vllm of %s" % args.inventory)
     report_dir = os.path.join(ROOT, "reports", "drift-bench")
     cases = [
-        ("no-op re-run", "vllm.yml", []),
-        ("check --diff", "vllm.yml", ["--check", "--diff"]),
+        ("no-op re-run", "site.yml", []),
+        ("check --diff", "site.yml", ["--check", "--diff"]),
         ("drift report", "drift.yml", ["--check"]),
     ]
     print("%-14s %6s %9s %9s %8s %3s" % ("CASE", "HOSTS", "WALL_S", "PER_HOST", "CHANGED", "RC"))

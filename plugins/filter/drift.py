@@ -18,6 +18,12 @@ def vllm_drift_rows(data, host):
     return drift.vllm_rows(host, data)
 
 
+def flash_attn_drift_rows(data, host):
+    if not isinstance(data, dict):
+        raise AnsibleFilterError("flash_attn_drift_rows expects a dict (see playbooks/drift.yml)")
+    return drift.flash_attn_rows(host, data)
+
+
 def drift_unreachable_rows(all_hosts, ok_hosts):
     return drift.unreachable_rows(all_hosts, ok_hosts)
 
@@ -39,6 +45,7 @@ class FilterModule(object):
         return {
             "vllm_drift_rows": vllm_drift_rows,
             "drift_unreachable_rows": drift_unreachable_rows,
+            "flash_attn_drift_rows": flash_attn_drift_rows,
             "drift_table": drift_table,
             "drift_collect": drift_collect,
         }

@@ -112,3 +112,87 @@ def test_unreachable_hosts_and_table():
 def test_parse_systemctl_show_real_capture():
     props = drift.parse_systemctl_show(fixture("systemctl-show-not-found.txt"))
     assert props["LoadState"] == "not-found" and props["MainPID"] == "0"
+
+
+# flash_attn role -------------------------------------------------------------
+
+KEY = "3f1c" + "0" * 60
+OTHER_KEY = "9a9a" + "1" * 60
+
+
+def fa_data(**over):
+    data = {
+        "skipped": False,
+        "probe": {"available": True, "msg": "", "flash_attn_version": "2.8.3.post2", "installed_key": KEY},
+        "version": "2.8.3.post2",
+        "key": KEY,
+        "key_string": "fa2.8.3.post2-torch2.11.0+cu130-cp311-cxx11abiTRUE-sm90",
+        "venv": "/opt/vllm/venv",
+        "builder": "",
+        "cache_dir": "/ctl/.cache/flash-attn-wheels/" + KEY,
+        "cache_hit": True,
+        "needs_install": False,
+        "wheel_path": "/var/cache/llmops/flash-attn/flash_attn-2.8.3.post2-cp311-cp311-linux_x86_64.whl",
+        "wheel_copy": {"changed": False},
+        "wheel_exists": True,
+        "state_file": "/var/cache/llmops/flash-attn/installed.json",
+        "state_record": {"changed": False},
+        "state_exists": True,
+    }
+    data.update(over)
+    return data
+
+
+def test_flash_attn_converged_host_has_no_drift():
+    assert drift.flash_attn_rows("gpu-1", fa_data()) == []
+
+
+def test_flash_attn_skipped_host_has_no_rows():
+    # CPU host or GPU below sm_80: the role skips it by design.
+    assert drift.flash_attn_rows("cpu-1", fa_data(skipped=True, probe={})) == []
+
+
+def test_flash_attn_each_kind_of_drift_is_named():
+    state_before = '{\n    "key": "%s",\n    "version": "2.8.3.post2"\n}' % OTHER_KEY
+    state_after = '{\n    "key": "%s",\n    "version": "2.8.3.post2"\n}' % KEY
+    rows = drift.flash_attn_rows("gpu-1", fa_data(
+        probe={"available": True, "msg": "", "flash_attn_version": "2.7.4", "installed_key": OTHER_KEY},
+        needs_install=True,
+        wheel_copy={"changed": True}, wheel_exists=False,
+        state_record=template_result(True, state_before, state_after)))
+    by = {r["component"]: r for r in rows}
+    assert set(by) == {"flash_attn_version", "flash_attn_wheel", "flash_attn_state"}
+    assert by["flash_attn_version"]["expected"] == "flash-attn==2.8.3.post2 (key 3f1c00000000)"
+    assert by["flash_attn_version"]["found"] == "flash-attn==2.7.4 (key 9a9a11111111)"
+    assert by["flash_attn_wheel"]["found"] == "missing"
+    assert by["flash_attn_state"]["found"].startswith("hand-edited")
+    assert '-    "key": "%s",' % OTHER_KEY in by["flash_attn_state"]["detail"]
+
+
+def test_flash_attn_not_installed_and_cache_miss():
+    rows = drift.flash_attn_rows("gpu-1", fa_data(
+        probe={"available": True, "msg": "", "flash_attn_version": None, "installed_key": None},
+        needs_install=True, cache_hit=False, builder="gpu-1",
+        wheel_copy={}, state_record={}))
+    by = {r["component"]: r for r in rows}
+    assert by["flash_attn_version"]["found"] == "not installed"
+    assert by["flash_attn_wheel_cache"]["found"] == "not built yet (a real run builds it on gpu-1)"
+    assert set(by) == {"flash_attn_version", "flash_attn_wheel_cache"}
+
+
+def test_flash_attn_never_converged_host_in_check_mode():
+    rows = drift.flash_attn_rows("gpu-1", fa_data(
+        skipped=True, probe={"available": False, "msg": "python /opt/vllm/venv/bin/python not found"}))
+    assert [(r["component"], r["found"]) for r in rows] == [
+        ("flash_attn_version", "venv has no torch yet (python /opt/vllm/venv/bin/python not found)")]
+
+
+def test_collect_rows_and_hosts_that_did_not_finish():
+    row = {"host": "a", "component": "unit_file"}
+    hostvars = {"a": {"drift_rows_vllm": [row], "drift_rows_flash_attn": []},
+                "b": {"drift_rows_vllm": []},
+                "c": {}}
+    rows = drift.collect(hostvars, {"vllm": ["a", "b", "c"], "flash_attn": ["a", "b", "c"]})
+    assert rows[0] == row
+    # b finished the vLLM play but not the flash_attn one; c neither: one host row each.
+    assert [(r["host"], r["component"]) for r in rows[1:]] == [("b", "host"), ("c", "host")]
