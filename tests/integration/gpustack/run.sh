@@ -86,6 +86,32 @@ grep -q "ok=" "$out/noop.log" && { echo "FAIL: playbooks/gpustack.yml ran tasks 
 step "check mode on the never-converged host (must not fail)"
 play --check "$here/converge.yml" > "$out/check-fresh.log" 2>&1 || { tail -50 "$out/check-fresh.log"; exit 1; }
 
+step "drift.yml --check on the never-converged host (exit 2, rows, nothing changed)"
+# drift.yml inventory: the container in gpustack_server, an empty vllm group (the vLLM play matches no host).
+sed 's/^    gpustack_worker:/    vllm:\n      hosts: {}\n    gpustack_worker:/' "$out/inventory.yml" > "$out/inventory-drift.yml"
+dvars=(-e "@$here/drift_vars.yml")
+dplay() { ansible-playbook -i "$out/inventory-drift.yml" "${vars[@]}" "${dvars[@]}" "$@"; }
+# rows of the newest drift.json under $1 as "host|component|instance|found" lines
+drift_rows() { python3 -c '
+import glob, json, sys
+r = json.load(open(sorted(glob.glob(sys.argv[1] + "/*/drift.json"))[-1]))
+for row in r["drift"]:
+    print("%s|%s|%s|%s" % (row["host"], row["component"], row["instance"], row["found"]))
+' "$1"; }
+rc=0; dplay --check playbooks/drift.yml -e "drift_report_dir=$out/drift-fresh" > "$out/drift-fresh.log" 2>&1 || rc=$?
+[ "$rc" = 2 ] || { tail -40 "$out/drift-fresh.log"; echo "FAIL: drift.yml exit $rc on a never-converged host (want 2)"; exit 1; }
+drift_rows "$out/drift-fresh" | tee "$out/drift-fresh.rows"
+want=$(cat <<ROWS
+$name|gpustack_config|None|missing
+$name|gpustack_model|drift-a|not checked (the server did not answer)
+$name|gpustack_model|drift-b|not checked (the server did not answer)
+$name|gpustack_unit|None|missing
+$name|service|None|unit not found
+ROWS
+)
+[ "$(LC_ALL=C sort "$out/drift-fresh.rows")" = "$want" ] || { echo "FAIL: drift rows differ from:"; echo "$want"; exit 1; }
+docker exec "$name" test ! -e /etc/gpustack/config.yaml || { echo "FAIL: drift.yml wrote config.yaml"; exit 1; }
+
 step "converge #1 (role, pip method)"
 play "$here/converge.yml" > "$out/converge1.log" 2>&1 || { tail -50 "$out/converge1.log"; exit 1; }
 grep -A3 "PLAY RECAP" "$out/converge1.log"
@@ -106,19 +132,8 @@ play -v "$here/test_models.yml" > "$out/models.log" 2>&1 || { tail -80 "$out/mod
 grep -A3 "PLAY RECAP" "$out/models.log"
 
 step "drift: playbooks/gpustack.yml registers the drift test models"
-# drift.yml inventory: the container in gpustack_server, an empty vllm group (the vLLM play matches no host).
-sed 's/^    gpustack_worker:/    vllm:\n      hosts: {}\n    gpustack_worker:/' "$out/inventory.yml" > "$out/inventory-drift.yml"
-dvars=(-e "@$here/drift_vars.yml")
-dplay() { ansible-playbook -i "$out/inventory-drift.yml" "${vars[@]}" "${dvars[@]}" "$@"; }
 dplay playbooks/gpustack.yml > "$out/drift-models.log" 2>&1 || { tail -50 "$out/drift-models.log"; exit 1; }
 grep -A3 "PLAY RECAP" "$out/drift-models.log"
-# rows of the newest drift.json under $1 as "host|component|instance|found" lines
-drift_rows() { python3 -c '
-import glob, json, sys
-r = json.load(open(sorted(glob.glob(sys.argv[1] + "/*/drift.json"))[-1]))
-for row in r["drift"]:
-    print("%s|%s|%s|%s" % (row["host"], row["component"], row["instance"], row["found"]))
-' "$1"; }
 
 step "drift: converged host -> drift.yml --check exits 0, empty report"
 rc=0; dplay --check playbooks/drift.yml -e "drift_report_dir=$out/drift-clean" > "$out/drift-clean.log" 2>&1 || rc=$?
@@ -144,7 +159,7 @@ $name|gpustack_unit|None|hand-edited (differs from the rendered template)
 $name|service_enabled|None|disabled
 ROWS
 )
-[ "$(sort "$out/drift-found.rows")" = "$want" ] || { echo "FAIL: drift rows differ from:"; echo "$want"; exit 1; }
+[ "$(LC_ALL=C sort "$out/drift-found.rows")" = "$want" ] || { echo "FAIL: drift rows differ from:"; echo "$want"; exit 1; }
 python3 - "$out/drift-found" <<'PY'
 import glob, json, sys
 d = sorted(glob.glob(sys.argv[1] + "/*/"))[-1]
