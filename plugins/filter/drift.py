@@ -40,6 +40,18 @@ def drift_table(rows):
     return drift.drift_table(rows)
 
 
+def gpustack_drift_rows(data, host):
+    if not isinstance(data, dict) or "install_method" not in data:
+        raise AnsibleFilterError("gpustack_drift_rows expects a dict with at least 'install_method' (see playbooks/drift.yml)")
+    return drift.gpustack_rows(host, data)
+
+
+def gpustack_model_drift_rows(results, host):
+    if not isinstance(results, dict):
+        raise AnsibleFilterError("gpustack_model_drift_rows expects the registered loop result of llmops.serving.gpustack_model")
+    return drift.gpustack_model_rows(host, results)
+
+
 class FilterModule(object):
     def filters(self):
         return {
@@ -48,4 +60,6 @@ class FilterModule(object):
             "flash_attn_drift_rows": flash_attn_drift_rows,
             "drift_table": drift_table,
             "drift_collect": drift_collect,
+            "gpustack_drift_rows": gpustack_drift_rows,
+            "gpustack_model_drift_rows": gpustack_model_drift_rows,
         }

@@ -86,6 +86,32 @@ grep -q "ok=" "$out/noop.log" && { echo "FAIL: playbooks/gpustack.yml ran tasks 
 step "check mode on the never-converged host (must not fail)"
 play --check "$here/converge.yml" > "$out/check-fresh.log" 2>&1 || { tail -50 "$out/check-fresh.log"; exit 1; }
 
+step "drift.yml --check on the never-converged host (exit 2, rows, nothing changed)"
+# drift.yml inventory: the container in gpustack_server, an empty vllm group (the vLLM play matches no host).
+sed 's/^    gpustack_worker:/    vllm:\n      hosts: {}\n    gpustack_worker:/' "$out/inventory.yml" > "$out/inventory-drift.yml"
+dvars=(-e "@$here/drift_vars.yml")
+dplay() { ansible-playbook -i "$out/inventory-drift.yml" "${vars[@]}" "${dvars[@]}" "$@"; }
+# rows of the newest drift.json under $1 as "host|component|instance|found" lines
+drift_rows() { python3 -c '
+import glob, json, sys
+r = json.load(open(sorted(glob.glob(sys.argv[1] + "/*/drift.json"))[-1]))
+for row in r["drift"]:
+    print("%s|%s|%s|%s" % (row["host"], row["component"], row["instance"], row["found"]))
+' "$1"; }
+rc=0; dplay --check playbooks/drift.yml -e "drift_report_dir=$out/drift-fresh" > "$out/drift-fresh.log" 2>&1 || rc=$?
+[ "$rc" = 2 ] || { tail -40 "$out/drift-fresh.log"; echo "FAIL: drift.yml exit $rc on a never-converged host (want 2)"; exit 1; }
+drift_rows "$out/drift-fresh" | tee "$out/drift-fresh.rows"
+want=$(cat <<ROWS
+$name|gpustack_config|None|missing
+$name|gpustack_model|drift-a|not checked (the server did not answer)
+$name|gpustack_model|drift-b|not checked (the server did not answer)
+$name|gpustack_unit|None|missing
+$name|service|None|unit not found
+ROWS
+)
+[ "$(LC_ALL=C sort "$out/drift-fresh.rows")" = "$want" ] || { echo "FAIL: drift rows differ from:"; echo "$want"; exit 1; }
+docker exec "$name" test ! -e /etc/gpustack/config.yaml || { echo "FAIL: drift.yml wrote config.yaml"; exit 1; }
+
 step "converge #1 (role, pip method)"
 play "$here/converge.yml" > "$out/converge1.log" 2>&1 || { tail -50 "$out/converge1.log"; exit 1; }
 grep -A3 "PLAY RECAP" "$out/converge1.log"
@@ -105,8 +131,69 @@ step "gpustack_model / gpustack_model_info / gpustack_api_key against the live s
 play -v "$here/test_models.yml" > "$out/models.log" 2>&1 || { tail -80 "$out/models.log"; exit 1; }
 grep -A3 "PLAY RECAP" "$out/models.log"
 
+step "drift: playbooks/gpustack.yml registers the drift test models"
+dplay playbooks/gpustack.yml > "$out/drift-models.log" 2>&1 || { tail -50 "$out/drift-models.log"; exit 1; }
+grep -A3 "PLAY RECAP" "$out/drift-models.log"
+
+step "drift: converged host -> drift.yml --check exits 0, empty report"
+rc=0; dplay --check playbooks/drift.yml -e "drift_report_dir=$out/drift-clean" > "$out/drift-clean.log" 2>&1 || rc=$?
+[ "$rc" = 0 ] || { tail -40 "$out/drift-clean.log"; echo "FAIL: drift.yml exit $rc on a converged host"; exit 1; }
+[ -z "$(drift_rows "$out/drift-clean")" ] || { drift_rows "$out/drift-clean"; echo "FAIL: rows on a converged host"; exit 1; }
+python3 -c 'import glob,json,sys; r=json.load(open(glob.glob(sys.argv[1]+"/*/drift.json")[0])); assert set(r["components_checked"]) == {"gpustack","gpustack_models"}, r' "$out/drift-clean"
+
+step "drift: by hand (unit RestartSec, config.yaml line, service disabled, drift-a replicas 2, drift-b deleted)"
+dplay "$here/drift_introduce.yml" > "$out/drift-introduce.log" 2>&1 || { tail -40 "$out/drift-introduce.log"; exit 1; }
+if [ -n "${LLMOPS_DRIFT_CAPTURE:-}" ]; then
+  dplay "$here/drift_capture.yml" -e "capture_dir=$LLMOPS_DRIFT_CAPTURE" -e capture_label=drifted > "$out/drift-capture.log" 2>&1 || { tail -40 "$out/drift-capture.log"; exit 1; }
+fi
+
+step "drift: drift.yml --check exits 2 and lists exactly those rows"
+rc=0; dplay --check playbooks/drift.yml -e "drift_report_dir=$out/drift-found" > "$out/drift-found.log" 2>&1 || rc=$?
+[ "$rc" = 2 ] || { tail -40 "$out/drift-found.log"; echo "FAIL: drift.yml exit $rc (want 2)"; exit 1; }
+drift_rows "$out/drift-found" | tee "$out/drift-found.rows"
+want=$(cat <<ROWS
+$name|gpustack_config|None|hand-edited (differs from the rendered template; lines not shown, the file holds secrets)
+$name|gpustack_model|drift-a|replicas=2
+$name|gpustack_model|drift-b|not registered
+$name|gpustack_unit|None|hand-edited (differs from the rendered template)
+$name|service_enabled|None|disabled
+ROWS
+)
+[ "$(LC_ALL=C sort "$out/drift-found.rows")" = "$want" ] || { echo "FAIL: drift rows differ from:"; echo "$want"; exit 1; }
+python3 - "$out/drift-found" <<'PY'
+import glob, json, sys
+d = sorted(glob.glob(sys.argv[1] + "/*/"))[-1]
+rows = {(r["component"], r["instance"]): r for r in json.load(open(d + "drift.json"))["drift"]}
+assert rows[("gpustack_unit", None)]["detail"] == ["-RestartSec=30", "+RestartSec=5"], rows[("gpustack_unit", None)]
+assert rows[("gpustack_config", None)]["detail"] == [], "config.yaml lines must never be shown"
+assert rows[("gpustack_model", "drift-a")]["expected"] == "replicas=1", rows[("gpustack_model", "drift-a")]
+assert "drift-b" in open(d + "drift.txt").read()
+PY
+
+step "drift: gpustack.yml --check --diff names the drift and changes nothing"
+dplay --check --diff playbooks/gpustack.yml > "$out/drift-checkdiff.log" 2>&1 || { tail -40 "$out/drift-checkdiff.log"; exit 1; }
+# a task is named when a "changed:" line follows its TASK header (diff lines may come between)
+task_changed() { awk -v t="$1" '/^TASK \[/{intask = index($0, t) > 0} intask && /^changed: /{found=1} END{exit !found}' "$2"; }
+for t in "Render config.yaml" "Systemd unit" "Enable and start gpustack" "Register each model"; do
+  task_changed "$t" "$out/drift-checkdiff.log" || { echo "FAIL: --check --diff does not name '$t'"; exit 1; }
+done
+docker exec "$name" grep -q '^RestartSec=30$' /etc/systemd/system/gpustack.service
+docker exec "$name" grep -q '^# hand edit: drift test$' /etc/gpustack/config.yaml
+[ "$(docker exec "$name" systemctl is-enabled gpustack || true)" = disabled ] || { echo "FAIL: check mode enabled the service"; exit 1; }
+
+step "drift: a converge run corrects it, the next run is changed=0, drift.yml exits 0"
+dplay playbooks/gpustack.yml > "$out/drift-fix.log" 2>&1 || { tail -50 "$out/drift-fix.log"; exit 1; }
+grep -A3 "PLAY RECAP" "$out/drift-fix.log"
+dplay playbooks/gpustack.yml > "$out/drift-fix2.log" 2>&1 || { tail -50 "$out/drift-fix2.log"; exit 1; }
+grep -E "changed=0 .*failed=0" "$out/drift-fix2.log" >/dev/null || { grep -A3 "PLAY RECAP" "$out/drift-fix2.log"; echo "FAIL: re-run after the fix changed something"; exit 1; }
+rc=0; dplay --check playbooks/drift.yml -e "drift_report_dir=$out/drift-fixed" > "$out/drift-fixed.log" 2>&1 || rc=$?
+[ "$rc" = 0 ] || { tail -40 "$out/drift-fixed.log"; echo "FAIL: drift.yml exit $rc after the fix"; exit 1; }
+if [ -n "${LLMOPS_DRIFT_CAPTURE:-}" ]; then
+  dplay "$here/drift_capture.yml" -e "capture_dir=$LLMOPS_DRIFT_CAPTURE" -e capture_label=converged > "$out/drift-capture2.log" 2>&1 || { tail -40 "$out/drift-capture2.log"; exit 1; }
+fi
+
 step "secrets never in the output"
 key=$(awk -F'"' '/^gpustack_api_key:/{print $2}' "$here/vars.yml")
 pw=$(awk -F'"' '/^gpustack_bootstrap_password:/{print $2}' "$here/vars.yml")
-if grep -lF -e "$key" -e "$pw" "$out"/*.log; then echo "FAIL: a secret leaked into the output"; exit 1; fi
+if grep -rlF -e "$key" -e "$pw" "$out"; then echo "FAIL: a secret leaked into the output"; exit 1; fi
 step "PASS (total $(( $(date +%s) - t0 ))s)"

@@ -1,4 +1,5 @@
 """Drift rows from what the vllm_service role registered in check mode."""
+import json
 import os
 
 from conftest import FIXTURES
@@ -196,3 +197,129 @@ def test_collect_rows_and_hosts_that_did_not_finish():
     assert rows[0] == row
     # b finished the vLLM play but not the flash_attn one; c neither: one host row each.
     assert [(r["host"], r["component"]) for r in rows[1:]] == [("b", "host"), ("c", "host")]
+
+
+# --- GPUStack -------------------------------------------------------------
+# gpustack-check-*.json: real captures (tests/integration/gpustack/drift_capture.yml)
+# of what the gpustack role and llmops.serving.gpustack_model registered in check
+# mode with diff on the live GPUStack 2.3.0 server of tests/integration/gpustack/run.sh.
+
+GS_UNIT = "/etc/systemd/system/gpustack.service"
+GS_VENV = "/work/main/.cache/gpustack-venv-deb"
+
+
+def gs_capture(label):
+    return json.loads(fixture("gpustack-check-%s.json" % label))
+
+
+def gs_data(cap, **over):
+    """The dict playbooks/drift.yml builds for gpustack_drift_rows, from a capture."""
+    data = {
+        "install_method": "pip",
+        "venv": GS_VENV,
+        "expected_version": "2.3.0",
+        "found_version": cap["found_version"],
+        "image": "gpustack/gpustack:v2.3.0",
+        "image_pull": {"skipped": True, "changed": False},
+        "config_path": "/etc/gpustack/config.yaml",
+        "config_changed": cap["config_changed"],
+        "config_exists": cap["files_before"][0],
+        "unit_path": GS_UNIT,
+        "unit": cap["unit"],
+        "unit_exists": cap["files_before"][1],
+        "service_name": "gpustack",
+        "service": cap["systemctl_show"],
+        "manage_service": True,
+    }
+    data.update(over)
+    return data
+
+
+def test_gpustack_converged_host_has_no_drift():
+    cap = gs_capture("converged")
+    assert drift.gpustack_rows("gs", gs_data(cap)) == []
+    assert drift.gpustack_model_rows("gs", cap["models"]) == []
+
+
+def test_gpustack_drift_is_named_from_real_results():
+    cap = gs_capture("drifted")
+    rows = drift.gpustack_rows("gs", gs_data(cap))
+    by = {r["component"]: r for r in rows}
+    assert [r["component"] for r in rows] == ["gpustack_config", "gpustack_unit", "service_enabled"]
+    assert by["gpustack_config"]["path"] == "/etc/gpustack/config.yaml"
+    assert by["gpustack_config"]["found"].startswith("hand-edited")
+    # config.yaml holds secrets: never a line of it
+    assert by["gpustack_config"]["detail"] == []
+    assert by["gpustack_unit"]["path"] == GS_UNIT
+    assert by["gpustack_unit"]["detail"] == ["-RestartSec=30", "+RestartSec=5"]
+    assert by["service_enabled"]["path"] == "gpustack.service"
+    assert (by["service_enabled"]["expected"], by["service_enabled"]["found"]) == ("enabled", "disabled")
+
+
+def test_gpustack_model_rows_from_real_results():
+    cap = gs_capture("drifted")
+    rows = drift.gpustack_model_rows("gs", cap["models"])
+    assert [(r["instance"], r["expected"], r["found"]) for r in rows] == [
+        ("drift-a", "replicas=1", "replicas=2"),
+        ("drift-b", "registered", "not registered"),
+    ]
+    assert all(r["component"] == "gpustack_model" for r in rows)
+    assert "+replicas=1" in rows[1]["detail"] and "+local_path=/srv/models/tiny" in rows[1]["detail"]
+
+
+def test_gpustack_never_converged_host():
+    data = gs_data(
+        gs_capture("converged"),
+        found_version={"rc": 2, "stdout": "", "stderr": "", "failed": False,
+                       "msg": "[Errno 2] No such file or directory: b'/opt/gpustack/venv/bin/python'"},
+        config_changed=True, config_exists=False,
+        unit={"changed": True, "diff": [{"before": "", "after": "[Unit]\n"}]}, unit_exists=False,
+        service=fixture("systemctl-show-not-found.txt"),
+    )
+    rows = drift.gpustack_rows("new", data)
+    assert [(r["component"], r["found"]) for r in rows] == [
+        ("gpustack_version", "not installed"), ("gpustack_config", "missing"),
+        ("gpustack_unit", "missing"), ("service", "unit not found")]
+    assert rows[0]["detail"] == ["[Errno 2] No such file or directory: b'/opt/gpustack/venv/bin/python'"]
+
+
+def test_gpustack_version_image_and_unmanaged_service():
+    cap = gs_capture("converged")
+    found = dict(cap["found_version"], stdout="2.2.0", stdout_lines=["2.2.0"])
+    rows = drift.gpustack_rows("gs", gs_data(cap, found_version=found))
+    assert [(r["component"], r["expected"], r["found"]) for r in rows] == [
+        ("gpustack_version", "gpustack==2.3.0", "gpustack==2.2.0")]
+    # container method: the version read is skipped, the pull would change
+    rows = drift.gpustack_rows("w1", gs_data(cap, install_method="container", found_version={"skipped": True},
+                                             image_pull={"changed": True}))
+    assert [(r["component"], r["expected"], r["found"]) for r in rows] == [
+        ("gpustack_image", "gpustack/gpustack:v2.3.0 present", "not present")]
+    stopped = fixture("systemctl-show-stopped-disabled.txt")
+    assert {r["component"] for r in drift.gpustack_rows("gs", gs_data(cap, service=stopped))} == {
+        "service_active", "service_enabled"}
+    assert drift.gpustack_rows("gs", gs_data(cap, service=None, manage_service=False)) == []
+
+
+def test_gpustack_model_env_values_failures_and_absent():
+    results = {"results": [
+        # made in the module's shape: an env value changed (values are secrets: never shown)
+        {"item": {"name": "m1"}, "changed": True, "changed_fields": ["env", "replicas"],
+         "diff": {"before": {"env": {"HF_TOKEN": "hf_old"}, "replicas": 2},
+                  "after": {"env": {"HF_TOKEN": "hf_new"}, "replicas": 1}}},
+        # the message the module gave in the live test when the server did not answer
+        {"item": {"name": "m2"}, "changed": False, "failed": True,
+         "msg": "cannot reach GPUStack at http://127.0.0.1:30080: [Errno 111] Connection refused"},
+        # state: absent of a model that is there (the module's diff for a delete)
+        {"item": {"name": "m3", "state": "absent"}, "changed": True,
+         "diff": {"before": {"cluster_id": 1, "name": "m3"}, "after": {}}},
+        {"item": {"name": "m4"}, "skipped": True},
+    ]}
+    rows = drift.gpustack_model_rows("gs", results)
+    assert [(r["instance"], r["expected"], r["found"]) for r in rows] == [
+        ("m1", "env={HF_TOKEN=...}; replicas=1", "env={HF_TOKEN=...}; replicas=2"),
+        ("m2", "registered as in gpustack_models", "not checked (the server did not answer)"),
+        ("m3", "absent", "registered"),
+    ]
+    assert rows[0]["detail"] == ["env values differ (not shown)"]
+    assert rows[1]["detail"] == ["cannot reach GPUStack at http://127.0.0.1:30080: [Errno 111] Connection refused"]
+    assert "hf_" not in json.dumps(rows) and "hf_" not in drift.drift_table(rows)
