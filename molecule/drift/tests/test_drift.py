@@ -11,6 +11,7 @@ import os
 import subprocess
 
 import pytest
+import yaml
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
 NODES = ("drift-1", "drift-2", "drift-3")
@@ -32,18 +33,14 @@ EXPECTED_ROWS = {
     ("drift-2", "service_enabled", "default"),
 }
 # The tasks of the vllm_service role that `site.yml --check --diff` reports as
-# changed for them. The "Predict ..." tasks are the role's own check-mode
-# renders that decide which instances to snapshot before a change (rollback).
+# changed for them.
 START = "Check mode - show the start/enable changes (a never-converged host has nothing to query)"
 EXPECTED_CHECK = {
-    "drift-1": {"Predict a change of the templated unit",
-                "Install the templated unit vllm@.service",
-                "Predict changes of the drop-ins",
+    "drift-1": {"Install the templated unit vllm@.service",
                 "Write each instance's command line (drop-in)",
                 "Generate the tiny model locally (no download)",
                 START},
     "drift-2": {"Install the pinned vLLM into the virtualenv",
-                "Predict changes of the environment files",
                 "Write each instance's environment file (root-only, may hold secrets)",
                 START},
     "drift-3": set(),
@@ -66,7 +63,7 @@ def inventory():
     return os.path.join(os.environ["MOLECULE_EPHEMERAL_DIRECTORY"], "inventory")
 
 
-def playbook(name, *args, json_out=True, report_dir=None):
+def playbook(name, *args, json_out=True, report_dir=None, inventory_path=None):
     """Run site.yml or playbooks/NAME with molecule's inventory."""
     env = dict(os.environ)
     env["ANSIBLE_FORCE_COLOR"] = "0"
@@ -75,7 +72,7 @@ def playbook(name, *args, json_out=True, report_dir=None):
     if json_out:
         env["ANSIBLE_STDOUT_CALLBACK"] = "ansible.posix.json"
     path = os.path.join(ROOT, name) if name == "site.yml" else os.path.join(ROOT, "playbooks", name)
-    cmd = ["ansible-playbook", "-i", inventory(), path] + list(args)
+    cmd = ["ansible-playbook", "-i", inventory_path or inventory(), path] + list(args)
     if report_dir:
         cmd += ["-e", "drift_report_dir=%s" % report_dir]
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT, check=False)
@@ -138,6 +135,32 @@ def test_converged_fleet_is_clean_in_check_mode(report_dir):
         props = unit_props(node)
         assert props["ActiveState"] == "active" and props["UnitFileState"] == "enabled"
         STATE[node] = props
+
+
+def test_never_converged_host_check_mode_changes_nothing(tmp_path, report_dir):
+    """site.yml --check and drift.yml --check on a bare Debian systemd node: no failure, no change."""
+    with open(os.path.join(inventory(), "group_vars", "vllm")) as f:
+        group_vars = yaml.safe_load(f)
+    host = dict(group_vars, ansible_connection="community.docker.docker",
+                ansible_python_interpreter="/usr/bin/python3", vllm_port=8304)
+    inv = tmp_path / "fresh.yml"
+    inv.write_text(yaml.safe_dump({"all": {"children": {"vllm": {"hosts": {"drift-fresh": host}}}}}))
+    before = sh("drift-fresh", "find /etc /opt /srv /var/lib /var/cache -xdev 2>/dev/null | sort | md5sum")
+
+    proc, result = playbook("site.yml", "--check", "--diff", inventory_path=str(inv))
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr
+    assert result["stats"]["drift-fresh"]["changed"] > 0
+    assert result["stats"]["drift-fresh"]["failures"] == 0
+
+    fresh_reports = str(tmp_path / "reports")
+    proc, dummy = playbook("drift.yml", "--check", json_out=False, report_dir=fresh_reports, inventory_path=str(inv))
+    assert proc.returncode == 2, proc.stdout[-3000:] + proc.stderr
+    report, dummy = latest_report(fresh_reports)
+    rows = {(r["component"], r["found"].split(" (")[0]) for r in report["drift"]}
+    assert rows == {("vllm_version", "not installed"), ("unit_file", "missing"), ("dropin", "missing"),
+                    ("env_file", "missing"), ("model_dir", "missing"), ("service", "unit not found")}, rows
+    # Nothing was written on the node.
+    assert sh("drift-fresh", "find /etc /opt /srv /var/lib /var/cache -xdev 2>/dev/null | sort | md5sum") == before
 
 
 def test_introduce_drift():
