@@ -145,7 +145,14 @@ def test_never_converged_host_check_mode_changes_nothing(tmp_path, report_dir):
                 ansible_python_interpreter="/usr/bin/python3", vllm_port=8304)
     inv = tmp_path / "fresh.yml"
     inv.write_text(yaml.safe_dump({"all": {"children": {"vllm": {"hosts": {"drift-fresh": host}}}}}))
-    before = sh("drift-fresh", "find /etc /opt /srv /var/lib /var/cache -xdev 2>/dev/null | sort | md5sum")
+    # What the roles would create, and the installed packages and users: none
+    # of it may appear. (A whole-filesystem listing is not usable: systemd's
+    # own timers write under /var/lib in a freshly booted container.)
+    role_paths = ["/opt/vllm", "/etc/vllm", "/srv/models", "/var/lib/vllm", "/var/lib/vllm-rollback",
+                  "/var/cache/llmops", "/etc/systemd/system/vllm@.service",
+                  "/etc/systemd/system/vllm@default.service.d"]
+    state_cmd = "dpkg-query -W | md5sum; getent passwd | md5sum; getent group | md5sum"
+    before = sh("drift-fresh", state_cmd)
 
     proc, result = playbook("site.yml", "--check", "--diff", inventory_path=str(inv))
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr
@@ -160,7 +167,9 @@ def test_never_converged_host_check_mode_changes_nothing(tmp_path, report_dir):
     assert rows == {("vllm_version", "not installed"), ("unit_file", "missing"), ("dropin", "missing"),
                     ("env_file", "missing"), ("model_dir", "missing"), ("service", "unit not found")}, rows
     # Nothing was written on the node.
-    assert sh("drift-fresh", "find /etc /opt /srv /var/lib /var/cache -xdev 2>/dev/null | sort | md5sum") == before
+    assert sh("drift-fresh", state_cmd) == before
+    for path in role_paths:
+        assert sh("drift-fresh", "test -e %s && echo present || echo absent" % path) == "absent", path
 
 
 def test_introduce_drift():
