@@ -8,7 +8,7 @@ export PATH="$PWD/.venv/bin:$PATH"
 [ -d /opt/wheels ] && export LLMOPS_WHEELS_DIR=${LLMOPS_WHEELS_DIR:-/opt/wheels}
 # Scenarios named in LLMOPS_MOLECULE_LONG (space-separated; default none) are
 # left out of the default run, to shorten a local run:
-#   LLMOPS_MOLECULE_LONG=drift scripts/molecule-all.sh   (drift: 3 nodes, ~11 min on 2 cores)
+#   LLMOPS_MOLECULE_LONG=drift scripts/molecule-all.sh   (drift: 4 nodes, ~12.5 min on 2 cores)
 long=" ${LLMOPS_MOLECULE_LONG:-} "
 if [ $# -gt 0 ]; then scenarios=("$@"); else
   mapfile -t scenarios < <(printf '%s\n' molecule/*/molecule.yml | xargs -n1 dirname | xargs -n1 basename | sort \
