@@ -85,6 +85,44 @@ def _item_name(result):
     return item
 
 
+def _service_rows(host, unit, show_stdout, want_enabled=True, want_state="started", instance=None):
+    """service / service_active / service_enabled rows from ``systemctl show`` output."""
+    rows = []
+    props = parse_systemctl_show(show_stdout)
+    if props.get("LoadState") == "not-found":
+        return [dict(host=host, component="service", instance=instance, path=unit,
+                     expected="installed", found="unit not found", detail=[])]
+    active = props.get("ActiveState", "unknown")
+    if want_state in ("started", "restarted", "reloaded") and active != "active":
+        rows.append(dict(host=host, component="service_active", instance=instance, path=unit,
+                         expected="active", found="%s (%s)" % (active, props.get("SubState", "?")), detail=[]))
+    elif want_state == "stopped" and active == "active":
+        rows.append(dict(host=host, component="service_active", instance=instance, path=unit,
+                         expected="inactive", found="active", detail=[]))
+    ufs = props.get("UnitFileState", "unknown")
+    is_enabled = ufs in ("enabled", "enabled-runtime", "alias", "static", "indirect", "generated")
+    if want_enabled and not is_enabled:
+        rows.append(dict(host=host, component="service_enabled", instance=instance, path=unit,
+                         expected="enabled", found=ufs, detail=[]))
+    elif not want_enabled and ufs == "enabled":
+        rows.append(dict(host=host, component="service_enabled", instance=instance, path=unit,
+                         expected="disabled", found=ufs, detail=[]))
+    return rows
+
+
+def _version_row(host, component, path, package, expected, found):
+    """A ``<component>`` row when the registered version read ``found`` is not ``expected`` (None when it is)."""
+    version = (found.get("stdout") or "").strip()
+    if found.get("rc", 0) != 0 or not version:
+        err = (found.get("stderr") or found.get("msg") or "").strip().splitlines()
+        return dict(host=host, component=component, instance=None, path=path,
+                    expected="%s==%s" % (package, expected), found="not installed", detail=err[-1:])
+    if version != expected:
+        return dict(host=host, component=component, instance=None, path=path,
+                    expected="%s==%s" % (package, expected), found="%s==%s" % (package, version), detail=[])
+    return None
+
+
 def vllm_rows(host, data):
     """Drift rows of the vllm_service role on one host.
 
@@ -109,16 +147,9 @@ def vllm_rows(host, data):
     expected_version = str(data.get("expected_version", ""))
     package = data.get("package", "vllm")
     if found:
-        version = (found.get("stdout") or "").strip()
-        if found.get("rc", 0) != 0 or not version:
-            err = (found.get("stderr") or "").strip().splitlines()
-            rows.append(dict(host=host, component="vllm_version", instance=None, path=data.get("venv"),
-                             expected="%s==%s" % (package, expected_version),
-                             found="not installed", detail=err[-1:]))
-        elif version != expected_version:
-            rows.append(dict(host=host, component="vllm_version", instance=None, path=data.get("venv"),
-                             expected="%s==%s" % (package, expected_version),
-                             found="%s==%s" % (package, version), detail=[]))
+        row = _version_row(host, "vllm_version", data.get("venv"), package, expected_version, found)
+        if row:
+            rows.append(row)
 
     unit_path = "%s/vllm@.service" % unit_dir
     row = _file_row(host, "unit_file", None, unit_path, data.get("unit"), data.get("unit_exists"))
@@ -155,27 +186,8 @@ def vllm_rows(host, data):
     want_state = data.get("service_state", "started")
     for res in (data.get("services") or {}).get("results", []):
         name = _item_name(res)
-        unit = "vllm@%s.service" % name
-        props = parse_systemctl_show(res.get("stdout"))
-        if props.get("LoadState") == "not-found":
-            rows.append(dict(host=host, component="service", instance=name, path=unit,
-                             expected="installed", found="unit not found", detail=[]))
-            continue
-        active = props.get("ActiveState", "unknown")
-        if want_state in ("started", "restarted", "reloaded") and active != "active":
-            rows.append(dict(host=host, component="service_active", instance=name, path=unit,
-                             expected="active", found="%s (%s)" % (active, props.get("SubState", "?")), detail=[]))
-        elif want_state == "stopped" and active == "active":
-            rows.append(dict(host=host, component="service_active", instance=name, path=unit,
-                             expected="inactive", found="active", detail=[]))
-        ufs = props.get("UnitFileState", "unknown")
-        is_enabled = ufs in ("enabled", "enabled-runtime", "alias", "static", "indirect", "generated")
-        if want_enabled and not is_enabled:
-            rows.append(dict(host=host, component="service_enabled", instance=name, path=unit,
-                             expected="enabled", found=ufs, detail=[]))
-        elif not want_enabled and ufs == "enabled":
-            rows.append(dict(host=host, component="service_enabled", instance=name, path=unit,
-                             expected="disabled", found=ufs, detail=[]))
+        rows.extend(_service_rows(host, "vllm@%s.service" % name, res.get("stdout"),
+                                  want_enabled=want_enabled, want_state=want_state, instance=name))
     return rows
 
 
@@ -232,31 +244,6 @@ def flash_attn_rows(host, data):
     return rows
 
 
-def _service_rows(host, unit, show_stdout, want_enabled=True, want_state="started", instance=None):
-    """service / service_active / service_enabled rows from ``systemctl show`` output."""
-    rows = []
-    props = parse_systemctl_show(show_stdout)
-    if props.get("LoadState") == "not-found":
-        return [dict(host=host, component="service", instance=instance, path=unit,
-                     expected="installed", found="unit not found", detail=[])]
-    active = props.get("ActiveState", "unknown")
-    if want_state in ("started", "restarted", "reloaded") and active != "active":
-        rows.append(dict(host=host, component="service_active", instance=instance, path=unit,
-                         expected="active", found="%s (%s)" % (active, props.get("SubState", "?")), detail=[]))
-    elif want_state == "stopped" and active == "active":
-        rows.append(dict(host=host, component="service_active", instance=instance, path=unit,
-                         expected="inactive", found="active", detail=[]))
-    ufs = props.get("UnitFileState", "unknown")
-    is_enabled = ufs in ("enabled", "enabled-runtime", "alias", "static", "indirect", "generated")
-    if want_enabled and not is_enabled:
-        rows.append(dict(host=host, component="service_enabled", instance=instance, path=unit,
-                         expected="enabled", found=ufs, detail=[]))
-    elif not want_enabled and ufs == "enabled":
-        rows.append(dict(host=host, component="service_enabled", instance=instance, path=unit,
-                         expected="disabled", found=ufs, detail=[]))
-    return rows
-
-
 def gpustack_rows(host, data):
     """Drift rows of the gpustack role (server or worker) on one host.
 
@@ -278,14 +265,9 @@ def gpustack_rows(host, data):
     if method == "pip":
         found = data.get("found_version") or {}
         if found and not found.get("skipped"):
-            version = (found.get("stdout") or "").strip()
-            if found.get("rc", 0) != 0 or not version:
-                err = (found.get("stderr") or found.get("msg") or "").strip().splitlines()
-                rows.append(dict(host=host, component="gpustack_version", instance=None, path=data.get("venv"),
-                                 expected="gpustack==%s" % expected_version, found="not installed", detail=err[-1:]))
-            elif version != expected_version:
-                rows.append(dict(host=host, component="gpustack_version", instance=None, path=data.get("venv"),
-                                 expected="gpustack==%s" % expected_version, found="gpustack==%s" % version, detail=[]))
+            row = _version_row(host, "gpustack_version", data.get("venv"), "gpustack", expected_version, found)
+            if row:
+                rows.append(row)
     else:
         pull = data.get("image_pull") or {}
         if pull.get("changed"):
