@@ -366,7 +366,7 @@ def capture(r, base, res):
     for path, fname in (("/health", "health.http"), ("/v1/models", "v1_models.http"), ("/version", "version.http"),
                         ("/metrics", "metrics.http")):
         c, raw, dt, hdrs = http(base, "GET", path)
-        head = "HTTP %s\n%s\n\n" % (c, "\n".join("%s: %s" % kv for kv in sorted(hdrs.items())
+        head = "HTTP/1.1 %s %s\n%s\n\n" % (c, "OK" if c == 200 else "", "\n".join("%s: %s" % kv for kv in sorted(hdrs.items())
                                                   if kv[0].lower() in ("content-type", "content-length")))
         write(fname, head + raw.decode(errors="replace"))
     c, raw, dt, _ = http(base, "POST", "/v1/completions", COMPLETION)
