@@ -24,7 +24,7 @@ probe() {
   [ -d /run/systemd/system ] && echo "/run/systemd/system exists (systemd is the init)" || echo "/run/systemd/system: absent"
   echo "== cgroups"; stat -fc %T /sys/fs/cgroup 2>&1; cat /proc/self/cgroup; mount | grep -E 'cgroup|/proc |/sys ' | head
   echo "== namespaces"; unshare --pid --fork --mount-proc true 2>&1 && echo "unshare --pid --fork --mount-proc: ok"
-  echo "== devices"; ls -l /dev/nvidia* 2>&1 | head -20
+  echo "== devices"; find /dev -maxdepth 2 -name "nvidia*" -exec ls -ld {} + 2>&1 | head -20
   echo "== seccomp/caps"; grep -E 'Seccomp|CapEff|NoNewPrivs' /proc/self/status
   echo "== python"; command -v python3; python3 -V; python3 -c 'import torch; print("torch", torch.__version__, torch.cuda.get_device_name(0))'
   echo "== disk"; df -h /tmp | tail -1

@@ -254,6 +254,7 @@ def stop(p, res):
         pass
     gone = None
     while now() - t < 60:
+        p.poll()  # reap the leader: a zombie keeps killpg(pgid, 0) answering
         try:
             os.killpg(p.pid, 0)
         except ProcessLookupError:
