@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Run the collection's own vLLM code path on the lent H200 machine (docs/h200.md).
 
 Runs THERE, after ``stage.sh install`` (vLLM 0.25.1 + ansible-core in /tmp/site).
@@ -87,7 +86,7 @@ def write(name, text):
 
 def sh(cmd, timeout=60):
     try:
-        return subprocess.run(cmd, shell=True, capture_output=True, text=True, timeout=timeout).stdout.strip()
+        return subprocess.run(cmd, shell=True, capture_output=True, text=True, timeout=timeout, check=False).stdout.strip()
     except Exception as e:  # noqa: BLE001 - a probe line, reported as data
         return repr(e)
 
@@ -186,7 +185,7 @@ COMPLETION = {"model": "tiny", "prompt": "The quick brown fox jumps over the laz
 
 
 def completion(base):
-    c, raw, dt, _ = http(base, "POST", "/v1/completions", COMPLETION, timeout=120)
+    c, raw, dt, dummy = http(base, "POST", "/v1/completions", COMPLETION, timeout=120)
     if c != 200:
         raise RuntimeError("completion HTTP %s: %s" % (c, raw[:300]))
     return dt
@@ -217,7 +216,7 @@ def start(r, tag, extra=(), deadline=None):
                 seen[k] = round(now() - t0, 2)
         if "startup_complete" in seen and health is None:
             try:
-                c, _, _, _ = http(base, "GET", "/health", timeout=5)
+                c, dummy, dummy, dummy = http(base, "GET", "/health", timeout=5)
                 if c == 200:
                     health = seen["health_200"] = round(now() - t0, 2)
             except Exception:  # noqa: BLE001 - not up yet
@@ -239,7 +238,7 @@ def ready_and_followers(base, res, t0):
     """Our ready = /health 200 + a completion; that completion is the first request."""
     first = completion(base)
     res["marks_s"]["ready"] = round(now() - t0, 2)
-    lat = [completion(base) for _ in range(20)]
+    lat = [completion(base) for dummy in range(20)]
     res["first_request_s"] = round(first, 4)
     res["next20_median_s"] = round(statistics.median(lat), 4)
     res["next20_min_max_s"] = [round(min(lat), 4), round(max(lat), 4)]
@@ -284,7 +283,7 @@ def run_hook(r, tag):
         hook[0] = sys.executable
     jpath = os.path.join(OUTD, "%s_hook.json" % tag)
     t = now()
-    cp = subprocess.run(hook + ["--json-out", jpath], capture_output=True, text=True, env=r["env"])
+    cp = subprocess.run(hook + ["--json-out", jpath], capture_output=True, text=True, env=r["env"], check=False)
     out = {"cmd": hook, "rc": cp.returncode, "wall_s": round(now() - t, 3), "stdout": cp.stdout[-2000:],
            "stderr": cp.stderr[-2000:]}
     try:
@@ -367,10 +366,10 @@ def capture(r, base, res):
     for path, fname in (("/health", "health.http"), ("/v1/models", "v1_models.http"), ("/version", "version.http"),
                         ("/metrics", "metrics.http")):
         c, raw, dt, hdrs = http(base, "GET", path)
-        head = "HTTP/1.1 %s %s\n%s\n\n" % (c, "OK" if c == 200 else "", "\n".join("%s: %s" % kv for kv in sorted(hdrs.items())
-                                                  if kv[0].lower() in ("content-type", "content-length")))
+        kept = ["%s: %s" % kv for kv in sorted(hdrs.items()) if kv[0].lower() in ("content-type", "content-length")]
+        head = "HTTP/1.1 %s %s\n%s\n\n" % (c, "OK" if c == 200 else "", "\n".join(kept))
         write(fname, head + raw.decode(errors="replace"))
-    c, raw, dt, _ = http(base, "POST", "/v1/completions", COMPLETION)
+    c, raw, dt, dummy = http(base, "POST", "/v1/completions", COMPLETION)
     write("completion.json", raw.decode(errors="replace"))
     res["nvidia_smi_running"] = sh("nvidia-smi --query-gpu=name,memory.total,memory.used,memory.free,driver_version "
                                    "--format=csv")
@@ -382,11 +381,11 @@ def capture(r, base, res):
     mods["vllm_warmup"] = run_module("vllm_warmup", {"url": url, "prompt_lens": [16, 64], "count": 8,
                                                      "concurrency": 2, "return_requests": False}, "m_vllm_warmup")
     res["modules"] = {k: {"rc": v["rc"], "wall_s": v["wall_s"],
-                          "result": {kk: vv for kk, vv in v["result"].items() if kk not in ("requests", "stdout",
-                                                                                          "stdout_lines")}}
+                          "result": {kk: vv for kk, vv in v["result"].items()
+                                     if kk not in ("requests", "stdout", "stdout_lines")}}
                       for k, v in mods.items()}
     res["hook_cli"] = run_hook(r, "cold")
-    c, raw, dt, _ = http(base, "GET", "/metrics")
+    c, raw, dt, dummy = http(base, "GET", "/metrics")
     write("metrics_after.txt", raw.decode(errors="replace"))
 
 
