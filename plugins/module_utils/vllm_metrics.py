@@ -13,6 +13,10 @@ Pure functions (no Ansible import): used by ``vllm_kv_cache_info`` and
 - :func:`parse_startup_log` reads ``GPU KV cache size: N tokens, Maximum
   concurrency for M tokens per request: Cx`` (or ``CPU KV cache size: ...``)
   from the log of the latest start, for servers run with ``--disable-log-stats``.
+- :func:`parse_startup_facts` reads the engine's other start lines of the
+  latest start: attention backend, FlashAttention version, weights memory,
+  KV cache memory, torch.compile and CUDA graph figures (what a KV capacity
+  prediction is compared with).
 """
 
 from __future__ import absolute_import, division, print_function
@@ -64,6 +68,9 @@ INT_USAGE = ("num_requests_running", "num_requests_waiting", "num_preemptions",
 KV_LINE_RE = re.compile(
     r"(?P<device>GPU|CPU|XPU|TPU|NPU|HPU) KV cache size: (?P<tokens>[\d,]+) tokens"
     r"(?:, Maximum concurrency for (?P<per_req>[\d,]+) tokens per request: (?P<conc>[\d,.]+)x)?")
+# vLLM 0.25.1 (CUDA) logs the concurrency on a line of its own, after the KV line.
+CONCURRENCY_LINE_RE = re.compile(r"^(?:(?!KV cache size).)*Maximum concurrency for (?P<per_req>[\d,]+) tokens per request: "
+                                 r"(?P<conc>[\d,.]+)x")
 ENGINE_PREFIX_RE = re.compile(r"\((?P<proc>[A-Za-z]+)(?:_DP(?P<dp>\d+))?\s+pid=(?P<pid>\d+)\)")
 START_MARKERS = ("non-default args:",)
 ARGS_RE = re.compile(r"non-default args: (\{.*\})\s*$")
@@ -212,6 +219,10 @@ def parse_startup_log(text):
     for line in lines[start:]:
         m = KV_LINE_RE.search(line)
         if not m:
+            c = CONCURRENCY_LINE_RE.search(line)
+            if c and found and "kv_cache_max_concurrency" not in found[-1]["capacity"]:
+                found[-1]["capacity"]["kv_cache_max_concurrency"] = float(c.group("conc").replace(",", ""))
+                found[-1]["capacity"]["max_tokens_per_request"] = int(c.group("per_req").replace(",", ""))
             continue
         pm = ENGINE_PREFIX_RE.search(line)
         engine = pm.group("dp") if pm and pm.group("dp") is not None else None
@@ -225,6 +236,53 @@ def parse_startup_log(text):
         if e["engine"] is None:
             e["engine"] = str(i)
     return found
+
+
+# key -> (regex, converters of its groups); first match of the latest start wins.
+FACT_RES = {
+    # 0.25.1: "Using AttentionBackendEnum.FLASH_ATTN backend."; older: "Using FLASH_ATTN attention backend"
+    "attention_backend": (re.compile(r"Using (?:AttentionBackendEnum\.)?(?P<v>[A-Z][A-Z0-9_]+)(?: attention)? backend"),
+                          str),
+    "flash_attn_version": (re.compile(r"Using FlashAttention version (?P<v>\d+)"), int),
+    "model_loading_gib": (re.compile(r"Model loading took (?P<v>[\d.]+) GiB"), float),
+    "model_loading_s": (re.compile(r"Model loading took [\d.]+ GiB(?: memory)? and (?P<v>[\d.]+) seconds"), float),
+    "available_kv_cache_gib": (re.compile(r"Available KV cache memory: (?P<v>-?[\d.]+) GiB"), float),
+    "torch_compile_s": (re.compile(r"torch\.compile (?:takes|took) (?P<v>[\d.]+) s in total"), float),
+    "graph_capture_s": (re.compile(r"Graph capturing finished in (?P<v>[\d.]+) sec"), float),
+    "graph_capture_gib": (re.compile(r"Graph capturing finished in [\d.]+ secs?, took (?P<v>-?[\d.]+) GiB"), float),
+    "init_engine_s": (re.compile(r"init engine \(profile, create kv cache, warmup model\) took (?P<v>[\d.]+) s"),
+                      float),
+    "vllm_version": (re.compile(r"Initializing a V1 LLM engine \(v(?P<v>[^)\s]+)\)"), str),
+}
+
+
+def parse_startup_facts(text):
+    """Engine start figures of the LATEST start in a vLLM log (keys absent when not logged).
+
+    ``attention_backend`` (``FLASH_ATTN``), ``flash_attn_version`` (3 on
+    Hopper), ``model_loading_gib`` (weights in device memory),
+    ``available_kv_cache_gib``, ``torch_compile_s``, ``graph_capture_s``,
+    ``graph_capture_gib``, ``init_engine_s``, ``vllm_version``, plus
+    ``kv_cache_size_tokens`` / ``device`` from the KV line.
+    """
+    lines = text.splitlines()
+    start = 0
+    for i, line in enumerate(lines):
+        if any(m in line for m in START_MARKERS):
+            start = i
+    facts = {}
+    for line in lines[start:]:
+        for key, (rx, conv) in FACT_RES.items():
+            if key not in facts:
+                m = rx.search(line)
+                if m:
+                    facts[key] = conv(m.group("v"))
+        if "kv_cache_size_tokens" not in facts:
+            m = KV_LINE_RE.search(line)
+            if m:
+                facts["kv_cache_size_tokens"] = int(m.group("tokens").replace(",", ""))
+                facts["device"] = m.group("device")
+    return facts
 
 
 def summarize_models(engines):
