@@ -13,10 +13,10 @@ module: vllm_kv_predict
 short_description: Predict the KV-cache capacity of vLLM instances before they are deployed
 version_added: "0.2.0"
 description:
-  - For each instance, reads the model's C(config.json) and the sizes of its C(*.safetensors) files
-    on the host and predicts what vLLM will log at start, C(KV cache size: N tokens, Maximum
-    concurrency for M tokens per request), without starting vLLM: KV bytes per token, KV memory,
-    blocks, tokens and max concurrency for C(max_model_len).
+  - "For each instance, reads the model's C(config.json) and the sizes of its C(*.safetensors) files
+    on the host and predicts what vLLM will log at start (C(KV cache size: N tokens, Maximum
+    concurrency for M tokens per request)) without starting vLLM: KV bytes per token, KV memory,
+    blocks, tokens and max concurrency for C(max_model_len)."
   - On CPU the KV space is C(VLLM_CPU_KVCACHE_SPACE) GiB (O(cpu_kvcache_space_gib)) and the
     prediction is exact. On GPU the non-KV memory (weights, activations, non-torch memory, CUDA
     graphs) that vLLM profiles at start is estimated (weights per GPU + an activation term + a
@@ -30,10 +30,10 @@ description:
 options:
   instances:
     description:
-      - Instance view entries (the C(vllm_view) fact, or the C(llmops.serving.gpu_preflight_instances)
+      - "Instance view entries (the C(vllm_view) fact, or the C(llmops.serving.gpu_preflight_instances)
         filter): C(name), C(model), C(gpus), C(tensor_parallel_size), C(pipeline_parallel_size),
         C(gpu_memory_utilization), C(max_model_len), and C(args) or C(argv) for C(kv_cache_dtype),
-        C(block_size), C(max_num_seqs), C(max_num_batched_tokens), C(kv_cache_memory_bytes).
+        C(block_size), C(max_num_seqs), C(max_num_batched_tokens), C(kv_cache_memory_bytes)."
       - No secrets are needed or read.
     type: list
     elements: dict

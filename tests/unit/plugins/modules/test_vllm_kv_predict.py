@@ -61,3 +61,26 @@ def test_gpu_on_the_real_h200_facts(tmp_path):
     assert a["kv"]["bytes_per_token"] == 256 and a["kv"]["block_size"] == 16 and not a["kv"]["exact"]
     assert a["weights"]["source"] == "config.json"
     assert tp2["kv"] is None and "placement" in tp2["kv_skipped"]
+
+
+def test_docs_parse_and_match_the_argument_spec():
+    import yaml
+    from ansible_collections.llmops.serving.plugins.modules import vllm_kv_predict as mod
+    doc = yaml.safe_load(mod.DOCUMENTATION)
+    yaml.safe_load(mod.EXAMPLES)
+    assert yaml.safe_load(mod.RETURN)["instances"]["contains"]["kv"]
+    seen = {}
+
+    class Fake(object):
+        def __init__(self, argument_spec, **kw):
+            seen.update(argument_spec)
+            raise RuntimeError("captured")
+    orig, mod.AnsibleModule = mod.AnsibleModule, Fake
+    try:
+        with pytest.raises(RuntimeError):
+            mod.main()
+    finally:
+        mod.AnsibleModule = orig
+    assert set(doc["options"]) == set(seen)
+    for k, d in doc["options"].items():
+        assert d.get("type", "str") == seen[k].get("type", "str") and d.get("default") == seen[k].get("default"), k
