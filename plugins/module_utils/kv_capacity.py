@@ -261,8 +261,8 @@ def refusal_message(host, name, p, var_prefix):
                  else "%s.gpu_memory_utilization" % var_prefix)
         return ("%s: instance %s: no memory left for the KV cache (%.2f GiB predicted)%s; vLLM refuses to start "
                 "('No available memory for the cache blocks'). Fix: raise %s, or spread the model over more GPUs "
-                "(%s.tensor_parallel_size) or use a quantized model." % (host, name, gib(p["available_bytes"]), est,
-                                                                          where, var_prefix))
+                "(%s.tensor_parallel_size) or use a quantized model."
+                % (host, name, gib(p["available_bytes"]), est, where, var_prefix))
     fits = p.get("max_model_len_fits")
     where = ("vllm_cpu_kvcache_space_gib (VLLM_CPU_KVCACHE_SPACE)" if p.get("device") == "cpu"
              else "%s.gpu_memory_utilization" % var_prefix)

@@ -20,9 +20,9 @@ description:
   - On CPU the KV space is C(VLLM_CPU_KVCACHE_SPACE) GiB (O(cpu_kvcache_space_gib)) and the
     prediction is exact. On GPU the non-KV memory (weights, activations, non-torch memory, CUDA
     graphs) that vLLM profiles at start is estimated (weights per GPU + an activation term + a
-    fixed overhead fitted on a real H200 run); RV(instances[].kv.margin_bytes) gives the stated
+    fixed overhead fitted on a real H200 run); C(margin_bytes) in RV(instances[].kv) gives the stated
     margin. See docs/kv_prediction.md.
-  - RV(instances[].kv.refusal) is set when the prediction says vLLM will refuse to start
+  - C(refusal) in RV(instances[].kv) is set when the prediction says vLLM will refuse to start
     (C(weights_exceed_share), C(no_kv_memory), C(sequence_exceeds_kv)); the C(gpu_preflight)
     role fails on it with a message naming the variables.
   - Read-only, pure Python (no vLLM needed); C(changed) is always C(false); check mode runs the same reads.
@@ -178,7 +178,10 @@ class KvPredictor(object):
                 return out
             by_index = dict((g.get("index"), g) for g in self.gpus)
             out["gpu_total_mib"] = min(by_index[i].get("memory_total_mib") or 0 for i in used)
-        opt = lambda k: memory.option(view, k)  # noqa: E731
+
+        def opt(key):
+            return memory.option(view, key)
+
         try:
             out["kv"] = kv_capacity.predict(
                 config, device=self.device, gpu_memory_utilization=view.get("gpu_memory_utilization"),

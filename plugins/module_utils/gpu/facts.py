@@ -154,5 +154,3 @@ def facts_from_smi(csv_text, xml_text, nvcc_text=None, nvidia_smi_path=None, nvc
 def cpu_facts(error, nvidia_smi_path=None, nvcc_text=None, nvcc_path=None, driver_version=None):
     nvcc = smi.parse_nvcc_version(nvcc_text) if nvcc_text else None
     return host_facts("cpu", "none", driver_version, None, [], nvcc, error, nvidia_smi_path, nvcc_path)
-
-

@@ -28,7 +28,7 @@ def facts_from_nvml(pynvml, proc_name=None):
 
         driver = _s(nv.nvmlSystemGetDriverVersion())
         cuda = smi.cuda_version_from_int(opt(nv.nvmlSystemGetCudaDriverVersion_v2)
-                                     or opt(nv.nvmlSystemGetCudaDriverVersion))
+                                         or opt(nv.nvmlSystemGetCudaDriverVersion))
         gpus = []
         for i in range(nv.nvmlDeviceGetCount()):
             h = nv.nvmlDeviceGetHandleByIndex(i)
@@ -102,5 +102,3 @@ def facts_from_nvml(pynvml, proc_name=None):
             nv.nvmlShutdown()
         except Exception:
             pass
-
-

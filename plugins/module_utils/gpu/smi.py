@@ -259,5 +259,3 @@ def cuda_version_from_int(value):
         return None
     value = int(value)
     return "%d.%d" % (value // 1000, (value % 1000) // 10)
-
-

@@ -80,5 +80,3 @@ def estimate_weights(config=None, params_b=None, dtype_bytes=None):
         dtype_bytes = dtype_bytes_of(config) if config else 2.0
     return {"params": params, "dtype_bytes": float(dtype_bytes),
             "bytes": int(params * float(dtype_bytes)), "source": source}
-
-

@@ -27,7 +27,7 @@ def read(*p):
 
 def facts(case, nvcc=None):
     return gpu_facts.facts_from_smi(read(case, "query-gpu.csv"), read(case, "nvidia-smi-q.xml"),
-                              read(*nvcc) if nvcc else None, "/usr/bin/nvidia-smi")
+                                    read(*nvcc) if nvcc else None, "/usr/bin/nvidia-smi")
 
 
 def inst(name="default", gpus=None, tp=1, pp=1, util=0.92, w="8b", kv=None, model="/srv/models/m"):

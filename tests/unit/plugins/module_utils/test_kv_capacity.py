@@ -41,9 +41,9 @@ def read(*p):
 def tiny_config():
     """config.json of the model vllm_tiny_model writes with its defaults (the CPU capture's model)."""
     opts = yaml.safe_load(vllm_tiny_model.DOCUMENTATION)["options"]
-    d = dict((k, opts[k]["default"]) for k in ("hidden_size", "num_attention_heads", "num_key_value_heads",
-                                                "num_hidden_layers", "intermediate_size", "vocab_size",
-                                                "max_position_embeddings"))
+    keys = ("hidden_size", "num_attention_heads", "num_key_value_heads", "num_hidden_layers",
+            "intermediate_size", "vocab_size", "max_position_embeddings")
+    d = dict((k, opts[k]["default"]) for k in keys)
     d.update(torch_dtype="bfloat16", tie_word_embeddings=False)
     return d
 
@@ -84,8 +84,8 @@ def test_cpu_refusal_when_one_sequence_does_not_fit():
     assert "instance long" in msg and "max_model_len=4194304" in msg and "2.00 GiB" in msg
     assert "vllm_instances[long].args.max_model_len (<= 2097152 fits)" in msg
     assert "vllm_cpu_kvcache_space_gib" in msg and "estimate" not in msg  # exact on CPU
-    assert kv.refusal_message("h", "ok", kv.predict(tiny_config(), device="cpu", cpu_kvcache_space_gib=1,
-                                                      max_model_len=512), "x") is None
+    ok = kv.predict(tiny_config(), device="cpu", cpu_kvcache_space_gib=1, max_model_len=512)
+    assert kv.refusal_message("h", "ok", ok, "x") is None
     with pytest.raises(kv.KvPredictError, match="vllm_cpu_kvcache_space_gib"):
         kv.predict(tiny_config(), device="cpu", max_model_len=512)
 
