@@ -148,3 +148,30 @@ def test_facts_keep_no_copy_of_the_map():
     import inspect
     src = inspect.getsource(gpu_facts)
     assert '"80"' not in src and '"120"' not in src
+
+
+def test_the_h200_profile_as_vllm_service_deploys_it():
+    """inventories/h200: 2 x Qwen2.5-72B, TP 4, util 0.90, fp8 KV, on 8 H200 (the real capture's row x 8)."""
+    import yaml
+    with open(os.path.join(os.path.dirname(os.path.dirname(FIXTURES)), "inventories", "h200", "group_vars",
+                           "vllm", "main.yml")) as f:
+        inv = yaml.safe_load(f)
+    qwen72b = {"hidden_size": 8192, "intermediate_size": 29568, "num_hidden_layers": 80, "num_attention_heads": 64,
+               "num_key_value_heads": 8, "vocab_size": 152064, "torch_dtype": "bfloat16",
+               "max_position_embeddings": 32768, "sliding_window": 131072, "use_sliding_window": False}
+    f = h200_facts(8)
+    vs = memory.instance_fields(inv["vllm_instances"], inv["vllm_common_args"])
+    assert [(v["tensor_parallel_size"], v["gpu_memory_utilization"], v["args"]["kv_cache_dtype"]) for v in vs] == \
+        [(4, 0.90, "fp8")] * 2
+    w = weights.estimate_weights(qwen72b)
+    for v in vs:
+        v["weights"] = w
+        v["kv"] = kv.predict(qwen72b, "cuda", v["gpu_memory_utilization"], 143771, w["bytes"],
+                             tensor_parallel_size=4, kv_cache_dtype="fp8", max_model_len=v["max_model_len"])
+    r = checks.preflight_report(f, settings(vs))
+    assert r["failed"] == [] and r["placement"] == {"qwen72b-a": [0, 1, 2, 3], "qwen72b-b": [4, 5, 6, 7]}
+    # the same instances without gpus would both land on GPUs 0-3: 1.80 there
+    for v in vs:
+        v["gpus"] = None
+    r = checks.preflight_report(f, settings(vs))
+    assert "adds up to 1.80 > 1" in r["checks"]["memory_total"]["messages"][0]
