@@ -20,18 +20,10 @@ __metaclass__ = type
 
 import difflib
 
+from ansible_collections.llmops.serving.plugins.module_utils import systemd
+
 SHOW_PROPERTIES = ("ActiveState", "SubState", "UnitFileState", "MainPID", "ExecMainStartTimestamp", "LoadState")
 MAX_DETAIL_LINES = 12
-
-
-def parse_systemctl_show(text):
-    """``Key=Value`` lines of ``systemctl show`` into a dict."""
-    props = {}
-    for line in (text or "").splitlines():
-        if "=" in line:
-            key, value = line.split("=", 1)
-            props[key.strip()] = value.strip()
-    return props
 
 
 def _diffs(result):
@@ -88,7 +80,7 @@ def _item_name(result):
 def _service_rows(host, unit, show_stdout, want_enabled=True, want_state="started", instance=None):
     """service / service_active / service_enabled rows from ``systemctl show`` output."""
     rows = []
-    props = parse_systemctl_show(show_stdout)
+    props = systemd.parse_show(show_stdout)
     if props.get("LoadState") == "not-found":
         return [dict(host=host, component="service", instance=instance, path=unit,
                      expected="installed", found="unit not found", detail=[])]

@@ -19,6 +19,8 @@ import json
 import subprocess
 import time
 
+from ansible_collections.llmops.serving.plugins.module_utils import systemd
+
 try:
     import requests
     HAS_REQUESTS = True
@@ -205,32 +207,25 @@ def _run(argv):
 
 
 def parse_systemctl_show(text):
-    """``systemctl show -p A,B`` output (KEY=VALUE lines) -> unit dict.
+    """``systemctl show -p A,B`` output (KEY=VALUE lines) -> unit dict (see :func:`unit_from_props`)."""
+    return unit_from_props(systemd.parse_show(text))
+
+
+def unit_from_props(raw):
+    """Properties of :func:`systemd.parse_show` -> unit dict.
 
     Keys: ``load_state``, ``active_state``, ``sub_state``, ``n_restarts``
     (int), ``active_enter_timestamp``, ``main_pid`` (int),
     ``exec_main_start_timestamp``, ``result``, ``known`` (LoadState=loaded).
     Empty timestamps are ``None``.
     """
-    raw = {}
-    for line in text.splitlines():
-        if "=" in line:
-            k, v = line.split("=", 1)
-            raw[k.strip()] = v.strip()
-
-    def intval(v):
-        try:
-            return int(v)
-        except (TypeError, ValueError):
-            return None
-
     unit = {
         "load_state": raw.get("LoadState") or None,
         "active_state": raw.get("ActiveState") or None,
         "sub_state": raw.get("SubState") or None,
-        "n_restarts": intval(raw.get("NRestarts")),
+        "n_restarts": systemd.int_prop(raw, "NRestarts"),
         "active_enter_timestamp": raw.get("ActiveEnterTimestamp") or None,
-        "main_pid": intval(raw.get("MainPID")),
+        "main_pid": systemd.int_prop(raw, "MainPID"),
         "exec_main_start_timestamp": raw.get("ExecMainStartTimestamp") or None,
         "result": raw.get("Result") or None,
     }
@@ -241,16 +236,13 @@ def parse_systemctl_show(text):
 def unit_state(name, runner=_run):
     """Read a unit's state with ``systemctl show``. ``runner(argv)`` returns
     ``(rc, stdout, stderr)`` (AnsibleModule.run_command fits). Returns the
-    dict of :func:`parse_systemctl_show` plus ``name`` and ``error``."""
-    rc, out, err = runner(["systemctl", "show", name, "-p", ",".join(SYSTEMD_PROPERTIES)])
-    if rc != 0 and not out:
-        return {"name": name, "known": False, "error": (err or "").strip() or "systemctl rc=%s" % rc,
-                "load_state": None, "active_state": None, "sub_state": None, "n_restarts": None,
-                "active_enter_timestamp": None, "main_pid": None, "exec_main_start_timestamp": None,
-                "result": None}
-    u = parse_systemctl_show(out)
+    dict of :func:`unit_from_props` plus ``name`` and ``error``."""
+    props, error = systemd.show(runner, name, SYSTEMD_PROPERTIES)
+    u = unit_from_props(props)
+    if error:
+        u["known"] = False
     u["name"] = name
-    u["error"] = None
+    u["error"] = error
     return u
 
 

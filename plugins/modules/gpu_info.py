@@ -151,7 +151,9 @@ import traceback
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.llmops.serving.plugins.module_utils import gpu as gpu_utils
+from ansible_collections.llmops.serving.plugins.module_utils.gpu import facts as gpu_facts
+from ansible_collections.llmops.serving.plugins.module_utils.gpu import nvml as gpu_nvml
+from ansible_collections.llmops.serving.plugins.module_utils.gpu import smi as gpu_smi
 
 
 def _proc_name(pid):
@@ -190,18 +192,18 @@ def _run(module, argv):
 
 
 def _from_smi(module, smi, nvcc_text, nvcc_path):
-    fields = gpu_utils.QUERY_FIELDS
-    rc, out, err = _run(module, gpu_utils.query_gpu_argv(smi, fields))
+    fields = gpu_smi.QUERY_FIELDS
+    rc, out, err = _run(module, gpu_smi.query_gpu_argv(smi, fields))
     if rc != 0 and "not a valid field" in (out + err):
-        fields = gpu_utils.QUERY_FIELDS_LEGACY
-        rc, out, err = _run(module, gpu_utils.query_gpu_argv(smi, fields))
+        fields = gpu_smi.QUERY_FIELDS_LEGACY
+        rc, out, err = _run(module, gpu_smi.query_gpu_argv(smi, fields))
     if rc != 0:
         text = (out + "\n" + err).strip()
-        return gpu_utils.cpu_facts("nvidia-smi failed (rc=%s): %s" % (rc, text.splitlines()[0] if text else ""),
+        return gpu_facts.cpu_facts("nvidia-smi failed (rc=%s): %s" % (rc, text.splitlines()[0] if text else ""),
                                    smi, nvcc_text, nvcc_path)
     xrc, xout, xerr = _run(module, [smi, "-q", "-x"])
     xml_text = xout if xrc == 0 and xout.strip() else None
-    facts = gpu_utils.facts_from_smi(out, xml_text, nvcc_text, smi, nvcc_path, fields)
+    facts = gpu_facts.facts_from_smi(out, xml_text, nvcc_text, smi, nvcc_path, fields)
     if xml_text is None:
         facts["warnings"] = ["nvidia-smi -q -x failed (rc=%s): ECC counters, processes and fabric unknown" % xrc]
     return facts
@@ -238,9 +240,9 @@ def main():
             nvml_error = "pynvml (nvidia-ml-py) not importable"
         if pynvml is not None:
             try:
-                driver, cuda, gpus = gpu_utils.facts_from_nvml(pynvml, _proc_name)
-                nvcc_parsed = gpu_utils.parse_nvcc_version(nvcc_text) if nvcc_text else None
-                facts = gpu_utils.host_facts("cuda" if gpus else "cpu", "nvml", driver, cuda, gpus, nvcc_parsed,
+                driver, cuda, gpus = gpu_nvml.facts_from_nvml(pynvml, _proc_name)
+                nvcc_parsed = gpu_smi.parse_nvcc_version(nvcc_text) if nvcc_text else None
+                facts = gpu_facts.host_facts("cuda" if gpus else "cpu", "nvml", driver, cuda, gpus, nvcc_parsed,
                                              None if gpus else "NVML lists no GPU", smi, nvcc)
             except Exception as e:  # NVMLError_LibraryNotFound, DriverNotLoaded, ...
                 nvml_error = "NVML: %s" % (e,)
@@ -250,14 +252,14 @@ def main():
             try:
                 facts = _from_smi(module, smi, nvcc_text, nvcc)
             except (ValueError, SyntaxError) as e:  # unparseable output: report, do not crash
-                facts = gpu_utils.cpu_facts("cannot parse nvidia-smi output: %s" % e, smi, nvcc_text, nvcc)
+                facts = gpu_facts.cpu_facts("cannot parse nvidia-smi output: %s" % e, smi, nvcc_text, nvcc)
                 facts["traceback"] = traceback.format_exc()
         else:
-            facts = gpu_utils.cpu_facts("no NVIDIA driver: nvidia-smi not found%s"
+            facts = gpu_facts.cpu_facts("no NVIDIA driver: nvidia-smi not found%s"
                                         % ("; " + nvml_error if nvml_error and p["backend"] == "auto" else ""),
                                         None, nvcc_text, nvcc)
     if facts is None:
-        facts = gpu_utils.cpu_facts(nvml_error or "NVML unavailable", smi, nvcc_text, nvcc)
+        facts = gpu_facts.cpu_facts(nvml_error or "NVML unavailable", smi, nvcc_text, nvcc)
     facts["disk"] = _disk(p["disk_paths"])
     warnings = facts.pop("warnings", [])
     for w in warnings:

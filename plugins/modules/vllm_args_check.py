@@ -181,6 +181,7 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.llmops.serving.plugins.module_utils import systemd
 from ansible_collections.llmops.serving.plugins.module_utils import vllm_args
 from ansible_collections.llmops.serving.plugins.module_utils import vllm_flags
 
@@ -191,12 +192,8 @@ def _main_pids(module, names):
     if not systemctl:
         return pids
     for name in names:
-        rc, out, dummy = module.run_command([systemctl, "show", "-p", "MainPID", "--value",
-                                             "vllm@%s.service" % name])
-        try:
-            pids[name] = int(out.strip()) if rc == 0 else 0
-        except ValueError:
-            pids[name] = 0
+        props, error = systemd.show(module.run_command, "vllm@%s.service" % name, ["MainPID"], systemctl)
+        pids[name] = (systemd.int_prop(props, "MainPID") or 0) if not error else 0
     return pids
 
 

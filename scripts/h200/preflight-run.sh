@@ -62,7 +62,7 @@ for backend in auto nvidia-smi; do
     python3 /tmp/site/bin/ansible-playbook -i localhost, -c local scripts/h200/gpu-facts.yml \
     -e gpu_facts_backend=$backend -e gpu_facts_dest="$f"
 done
-FIELDS=$(python3 -c "import sys; sys.path.insert(0, '$COLL'); from ansible_collections.llmops.serving.plugins.module_utils.gpu import QUERY_FIELDS; print(','.join(QUERY_FIELDS))")
+FIELDS=$(python3 -c "import sys; sys.path.insert(0, '$COLL'); from ansible_collections.llmops.serving.plugins.module_utils.gpu.smi import QUERY_FIELDS; print(','.join(QUERY_FIELDS))")
 nvidia-smi --query-gpu="$FIELDS" --format=csv,noheader,nounits > "$OUT/query-gpu.csv" 2>&1
 grep -E "PLAY RECAP|localhost +:" "$OUT/preflight-run.log" "$OUT/preflight-check.log"
 grep -A3 "Summarise the host" "$OUT/preflight-run.log" | tail -3

@@ -110,11 +110,6 @@ def test_unreachable_hosts_and_table():
     assert table[1].startswith("b ")
 
 
-def test_parse_systemctl_show_real_capture():
-    props = drift.parse_systemctl_show(fixture("systemctl-show-not-found.txt"))
-    assert props["LoadState"] == "not-found" and props["MainPID"] == "0"
-
-
 # flash_attn role -------------------------------------------------------------
 
 KEY = "3f1c" + "0" * 60

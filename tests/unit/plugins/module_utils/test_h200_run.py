@@ -7,7 +7,7 @@ import json
 import os
 
 from ansible_collections.llmops.serving.plugins.module_utils import flash_attn as fa
-from ansible_collections.llmops.serving.plugins.module_utils import gpu
+from ansible_collections.llmops.serving.plugins.module_utils.gpu import smi
 
 HERE = os.path.dirname(__file__)
 FIX = os.path.join(HERE, "..", "..", "..", "fixtures")
@@ -20,7 +20,7 @@ def _read(*parts):
 
 
 def test_real_query_csv_parses_to_one_h200():
-    gpus = gpu.parse_query_csv(_read(RUN, "query-gpu.csv"))
+    gpus = smi.parse_query_csv(_read(RUN, "query-gpu.csv"))
     assert len(gpus) == 1
     g = gpus[0]
     assert g["name"] == "NVIDIA H200"
