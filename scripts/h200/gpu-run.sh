@@ -16,7 +16,7 @@ export PYTHONUNBUFFERED=1 LC_ALL=C.UTF-8 LANG=C.UTF-8
 probe() {
   echo "== GPU"; nvidia-smi --query-gpu=name,driver_version,memory.total,memory.used,memory.free --format=csv
   echo "== kernel"; uname -a; nproc; free -g | head -2
-  echo "== PID 1"; ps -o pid,comm,args -p 1 2>/dev/null || cat /proc/1/cmdline | tr '\0' ' '; echo
+  echo "== PID 1"; ps -o pid,comm,args -p 1 2>/dev/null || tr '\0' ' ' </proc/1/cmdline; echo
   ls -l /proc/1/exe 2>&1; cat /proc/1/comm
   echo "== systemd binaries"
   for b in systemctl systemd systemd-run journalctl unshare nsenter; do echo "$b: $(command -v $b || echo -)"; done
