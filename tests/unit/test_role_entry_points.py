@@ -140,12 +140,10 @@ def _walk(node):
     if isinstance(node, dict):
         yield node
         for value in node.values():
-            for sub in _walk(value):
-                yield sub
+            yield from _walk(value)
     elif isinstance(node, list):
         for value in node:
-            for sub in _walk(value):
-                yield sub
+            yield from _walk(value)
 
 
 def _role_calls():
@@ -206,7 +204,7 @@ def test_warmup_hook_runs_with_a_bare_python():
         source = fh.read()
     assert not re.search(r"^\s*(from|import)\s+ansible", source, re.M), "the hook runs on hosts without Ansible"
     # -I -S: no site-packages (no Ansible, no requests), as on a host with only the venv's python.
-    proc = subprocess.run([sys.executable, "-I", "-S", WARMUP_HOOK, "--help"], capture_output=True, text=True, timeout=60)
+    proc = subprocess.run([sys.executable, "-I", "-S", WARMUP_HOOK, "--help"], capture_output=True, text=True, timeout=60, check=False)
     assert proc.returncode == 0, proc.stderr
     assert "--url" in proc.stdout
 
@@ -221,7 +219,7 @@ def _playbook(tmp_path, tasks, *args):
                ANSIBLE_COLLECTIONS_PATH=os.path.join(ROOT, ".cache", "collections") + os.pathsep
                + os.environ.get("ANSIBLE_COLLECTIONS_PATH", ""))
     return subprocess.run([exe, "-i", "localhost,", "-c", "local", "-e", "ansible_python_interpreter=" + sys.executable,
-                           str(play)] + list(args), capture_output=True, text=True, env=env, timeout=300)
+                           str(play)] + list(args), capture_output=True, text=True, env=env, timeout=300, check=False)
 
 
 def test_verify_plot_entry_point_draws_the_png(tmp_path):
