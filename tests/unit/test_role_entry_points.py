@@ -238,7 +238,7 @@ def test_verify_plot_entry_point_draws_the_png(tmp_path):
 def test_verify_plot_entry_point_names_a_missing_option(tmp_path):
     proc = _playbook(tmp_path, [{"ansible.builtin.include_role": {"name": "llmops.serving.verify", "tasks_from": "plot"}}])
     assert proc.returncode != 0
-    assert "verify_plot_data" in proc.stdout and "verify_plot_file" in proc.stdout, proc.stdout[-3000:]
+    assert re.search(r"missing required arguments: verify_plot_data, verify_plot_file", proc.stdout), proc.stdout[-3000:]
 
 
 @pytest.mark.parametrize("role,entry", [("flash_attn", "drift"), ("gpustack", "drift"), ("gpustack", "drift_models")])
@@ -246,3 +246,18 @@ def test_drift_entry_points_refuse_to_run_without_check(tmp_path, role, entry):
     proc = _playbook(tmp_path, [{"ansible.builtin.include_role": {"name": "llmops.serving." + role, "tasks_from": entry}}])
     assert proc.returncode != 0
     assert "tasks_from=%s only reads: run the playbook with --check" % entry in proc.stdout, proc.stdout[-3000:]
+
+
+def test_every_entry_point_validates_with_the_role_defaults(tmp_path):
+    # Only the argument validation runs (it is tagged `always`; --tags selects nothing
+    # else), so nothing is installed on this machine. A spec whose values cannot
+    # be templated with the role defaults alone (a default that names a variable
+    # only the caller sets) fails here instead of in the first real run.
+    calls = [(role, entry) for role in ROLES for entry in sorted(_entry_points(role))]
+    tasks = [{"name": "%s %s" % call, "ansible.builtin.include_role": {"name": "llmops.serving." + call[0], "tasks_from": call[1]},
+              "tags": ["always"], "ignore_errors": True,
+              "vars": {"verify_plot_data": {}, "verify_plot_file": "/nonexistent/p.png"} if call == ("verify", "plot") else {}}
+             for call in calls]
+    proc = _playbook(tmp_path, tasks, "--tags", "llmops_validation_only")
+    validated = re.findall(r"Validating arguments against arg spec '([a-z_]+)'.*\n(ok|fatal|skipping)", proc.stdout)
+    assert len(validated) == len(calls) and set(r for dummy, r in validated) == {"ok"}, proc.stdout[-4000:]
