@@ -65,7 +65,7 @@ options:
     description:
       - C(none) probes once and reports. C(ready) polls until RV(state) is C(ready), and fails when
         O(wait_timeout) passes, the unit reaches C(failed) (or stays C(inactive)), or systemd restarts it
-        during the wait (its C(NRestarts) grows: the start failed); the failure carries the last
+        during the wait (its C(NRestarts) grows, so the start failed); the failure carries the last
         O(journal_lines) lines of the unit's journal.
     type: str
     choices: [none, ready]
