@@ -47,17 +47,26 @@ def children(pid):
     return [int(p) for p in sh("pgrep", "-P", str(pid)).split()]
 
 
+def rss_kb(pid):
+    try:
+        with open("/proc/%d/status" % pid) as f:
+            return int(next((ln.split()[1] for ln in f if ln.startswith("VmRSS:")), 0))
+    except OSError:
+        return 0
+
+
 def engine_core(main):
-    """The EngineCore child (vLLM sets its process title)."""
-    for pid in children(main):
+    """The EngineCore child: named so by vLLM's process title, else the child
+    holding the model (largest RSS; the other child is multiprocessing's resource tracker)."""
+    kids = children(main)
+    for pid in kids:
         try:
             with open("/proc/%d/cmdline" % pid) as f:
                 if "EngineCore" in f.read():
                     return pid
         except OSError:
             pass
-    kids = children(main)
-    return kids[0] if kids else None
+    return max(kids, key=rss_kb) if kids else None
 
 
 def main_pid():
