@@ -24,6 +24,9 @@ def show(*props):
 
 
 def serving(url):
+    """The unit is active (its warmup hook done) and a completion returns a token."""
+    if show("ActiveState")["ActiveState"] != "active":
+        return False
     try:
         if requests.get(url + "/health", timeout=3).status_code != 200:
             return False
