@@ -103,14 +103,15 @@ def kill_main():
 def kill_engine_core():
     main = main_pid()
     pid = engine_core(main)
+    t_kill = time.time() - 1
     os.kill(pid, signal.SIGKILL)
     # how the API server ends when its engine dies: the figure Restart= is chosen from
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and main_pid() == main:
         time.sleep(0.2)
-    code = sh("journalctl", "-u", UNIT, "-n", "200", "-o", "cat", "--no-pager")
+    code = sh("journalctl", "-u", UNIT, "--since=@%d" % int(t_kill), "-o", "cat", "--no-pager")
     line = [ln for ln in code.splitlines() if "Main process exited" in ln]
-    return {"engine_core_pid": pid, "server_exit": line[-1].split(": ", 1)[-1] if line else "unknown"}
+    return {"engine_core_pid": pid, "server_exit": line[0].split(": ", 1)[-1] if line else "unknown"}
 
 
 def stop_engine_core():
@@ -142,7 +143,11 @@ def main():
     if sys.argv[3:4] == ["--after"]:
         name, t0, n0 = sys.argv[4], float(sys.argv[5]), sys.argv[6]
         detail = dict(kv.split("=", 1) for kv in sys.argv[7:])
-        results[name] = row_of(name, {"NRestarts": n0, "MainPID": ""}, detail, wait_serving(url, t0))
+        # The play ends after the instance serves: time it by systemd's ActiveEnterTimestamp.
+        served = wait_serving(url, t0)
+        entered = sh("systemctl", "show", "-p", "ActiveEnterTimestamp", "--timestamp=unix", "--value", UNIT)
+        took = round(float(entered.lstrip("@")) - t0, 1) if served is not None and entered.startswith("@") else None
+        results[name] = row_of(name, {"NRestarts": n0, "MainPID": ""}, detail, took)
         names = []
     else:
         names = sys.argv[3:] or list(FAULTS)
