@@ -24,7 +24,7 @@ def test_print_the_fault_table(rows):
 
 
 @pytest.mark.parametrize("name", ["kill_main", "kill_engine_core", "sigstop_engine_core", "daemon_reexec_restart",
-                                  "converge_while_restarting", "converge_while_stopped",
+                                  "converge_while_restarting",
                                   "rollback_engine_dies_on_first_request"])
 def test_back_to_serving_within_the_goal(rows, name):
     r = rows[name]
