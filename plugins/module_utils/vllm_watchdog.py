@@ -31,7 +31,6 @@ __metaclass__ = type
 import argparse
 import json
 import os
-import subprocess
 import sys
 import time
 
