@@ -110,9 +110,7 @@ def kill_engine_core():
     while time.monotonic() < deadline and main_pid() == main:
         time.sleep(0.2)
     code = sh("journalctl", "-u", UNIT, "--since=@%d" % int(t_kill), "-o", "cat", "--no-pager")
-    # systemd logs "Main process exited, code=..., status=..." for a failure, only
-    # "Deactivated successfully." for a clean exit (status 0)
-    line = [ln for ln in code.splitlines() if "Main process exited" in ln or "Deactivated successfully" in ln]
+    line = [ln for ln in code.splitlines() if "Main process exited" in ln]
     return {"engine_core_pid": pid, "server_exit": line[0].split(": ", 1)[-1] if line else "unknown"}
 
 
