@@ -48,8 +48,71 @@ TOKEN_ID_LOW = 100
 TOKEN_ID_HIGH = 1000
 
 
+# Exit statuses of the CLI (the ExecStartPost hook): systemd fails the start on
+# any non-zero one and its Restart= policy takes over.
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_MAIN_GONE, EXIT_ENGINE_FATAL, EXIT_TIMEOUT = 0, 1, 2, 3, 4, 5
+
+# Words of vLLM's answer when its engine core died (HTTP 500 "EngineCore encountered an
+# issue", EngineDeadError): no later request can succeed, the hook stops at once.
+ENGINE_FATAL_MARKERS = ("enginecore", "engine core", "enginedeaderror", "engine is dead")
+
+
 class WarmupError(Exception):
-    pass
+    exit_code = EXIT_FAILED
+
+    def __init__(self, msg, exit_code=None):
+        Exception.__init__(self, msg)
+        if exit_code is not None:
+            self.exit_code = exit_code
+
+
+class MainProcess(object):
+    """The server's main process, watched from its ExecStartPost hook
+    (systemd passes its PID as ``$MAINPID``): is it alive (same start time,
+    not a zombie) and how long ago did it start (``/proc/PID/stat``
+    starttime against ``/proc/uptime``, so a wait is measured from vLLM's
+    own start, not from the hook's)."""
+
+    def __init__(self, pid, proc="/proc"):
+        self.pid = int(pid)
+        self.proc = proc
+        fields = self._stat()
+        if not fields:
+            raise WarmupError("main process %d is gone" % self.pid, EXIT_MAIN_GONE)
+        self.start_ticks = fields[19]
+
+    def _stat(self):
+        try:
+            with open("%s/%d/stat" % (self.proc, self.pid)) as f:
+                data = f.read()
+        except (IOError, OSError):
+            return None
+        return data[data.rindex(")") + 2:].split()  # fields from 3 (state) on; comm may hold spaces
+
+    def alive(self):
+        fields = self._stat()
+        return bool(fields) and fields[0] not in ("Z", "X") and fields[19] == self.start_ticks
+
+    def age_s(self):
+        with open("%s/uptime" % self.proc) as f:
+            uptime = float(f.read().split()[0])
+        return max(0.0, uptime - int(self.start_ticks) / float(os.sysconf("SC_CLK_TCK")))
+
+    def check(self):
+        if not self.alive():
+            raise WarmupError("main process %d exited: the server is gone" % self.pid, EXIT_MAIN_GONE)
+
+
+def fatal_error(rec, main=None):
+    """A request record's error that no retry can cure, as a WarmupError
+    (main process gone, engine core dead), else None."""
+    if main is not None and not main.alive():
+        return WarmupError("main process %d exited during the warmup (%s)" % (main.pid, rec.get("error")),
+                           EXIT_MAIN_GONE)
+    err = (rec.get("error") or "").lower()
+    if err.startswith("http 503") or any(m in err for m in ENGINE_FATAL_MARKERS):
+        return WarmupError("the engine reported a fatal error: %s" % rec.get("error"), EXIT_ENGINE_FATAL)
+    return None
 
 
 def parse_int_list(text):
@@ -145,24 +208,34 @@ def _session(api_key):
     return s
 
 
-def wait_ready(url, timeout, interval=2.0, session=None):
+def wait_ready(url, timeout, interval=2.0, session=None, main=None):
     """Poll ``GET /health`` until 200. Returns seconds waited; raises
-    WarmupError at the timeout or on a 503 (dead engine)."""
+    WarmupError at the timeout or on a 503 (dead engine). With ``main`` (a
+    :class:`MainProcess`) the timeout counts from the main process's start
+    and the wait ends as soon as that process is gone."""
     s = session or _session(None)
     start = time.monotonic()
+    limit = timeout
+    if main is not None:
+        timeout = timeout - main.age_s()
+        interval = min(interval, 1.0)
     last = "no answer"
     while True:
+        if main is not None:
+            main.check()
         try:
             r = s.get(url.rstrip("/") + "/health", timeout=min(10.0, max(1.0, timeout)))
             if r.status_code == 200:
                 return round(time.monotonic() - start, 3)
             last = "HTTP %s" % r.status_code
             if r.status_code == 503:
-                raise WarmupError("/health answered 503: the engine is dead")
+                raise WarmupError("/health answered 503: the engine is dead", EXIT_ENGINE_FATAL)
         except requests.exceptions.RequestException as e:
             last = type(e).__name__
         if time.monotonic() - start >= timeout:
-            raise WarmupError("%s/health not ready after %ss (last: %s)" % (url.rstrip("/"), timeout, last))
+            raise WarmupError("%s/health not ready %ss after the %s (last: %s)"
+                              % (url.rstrip("/"), limit, "main process started" if main else "wait began", last),
+                              EXIT_TIMEOUT)
         time.sleep(interval)
 
 
@@ -251,13 +324,18 @@ def _stats(records):
 
 def run_warmup(url, model=None, prompt_lens=None, histogram=None, max_tokens=16, count=8, concurrency=1,
                api_key=None, timeout=120.0, wait_ready_timeout=0, prompt_format="tokens", ignore_eos=True,
-               seed=0):
+               seed=0, main=None):
     """Wait (optionally) for readiness, then send ``count`` requests.
 
     Returns a result dict: ``model``, ``waited_s``, ``requests`` (one record
     per request, in plan order), ``cold`` (the first request), ``warm``
     (stats of the others), ``all`` (stats of all), ``errors`` (list of
     messages), ``duration_s``, ``ok``.
+
+    ``main`` (:class:`MainProcess`): the wait counts from its start, and the
+    run raises WarmupError (``exit_code`` EXIT_MAIN_GONE / EXIT_ENGINE_FATAL)
+    as soon as it is gone or a request shows a dead engine core; the
+    requests not sent yet are skipped.
     """
     if not HAS_REQUESTS:
         raise WarmupError("the Python library requests is missing (%s): run with the vLLM venv's python"
@@ -270,23 +348,32 @@ def run_warmup(url, model=None, prompt_lens=None, histogram=None, max_tokens=16,
     session = _session(api_key)
     waited = None
     if wait_ready_timeout and wait_ready_timeout > 0:
-        waited = wait_ready(url, wait_ready_timeout, session=session)
+        waited = wait_ready(url, wait_ready_timeout, session=session, main=main)
     if not model:
         model = first_model(url, session)
     start = time.monotonic()
     records = [None] * len(plan)
     records[0] = one_request(session, url, model, plan[0], max_tokens, seed, timeout, prompt_format, ignore_eos)
+    fatal = [fatal_error(records[0], main)] if records[0]["error"] else []
     local = threading.local()
 
     def work(i):
+        if any(fatal):
+            records[i] = dict(records[0], prompt_len=plan[i], ttft_s=None, e2e_s=None, completion_tokens=None,
+                              prompt_tokens=None, error="skipped: %s" % fatal[0])
+            return
         if not hasattr(local, "session"):
             local.session = _session(api_key)
         records[i] = one_request(local.session, url, model, plan[i], max_tokens, seed + i, timeout,
                                  prompt_format, ignore_eos)
+        if records[i]["error"]:
+            fatal.append(fatal_error(records[i], main))
 
-    if len(plan) > 1:
+    if len(plan) > 1 and not any(fatal):
         with ThreadPoolExecutor(max_workers=concurrency) as pool:
             list(pool.map(work, range(1, len(plan))))
+    if any(fatal):
+        raise [f for f in fatal if f][0]
     for i, r in enumerate(records):
         r["index"] = i
     errors = ["request %d (prompt_len %d): %s" % (r["index"], r["prompt_len"], r["error"])
@@ -313,7 +400,11 @@ def build_parser():
     p.add_argument("--concurrency", type=int, default=1, help="parallel requests after the first")
     p.add_argument("--timeout", type=float, default=120.0, help="per-request timeout, seconds")
     p.add_argument("--wait-ready-timeout", type=float, default=600.0,
-                   help="seconds to wait for /health 200 first (0 = do not wait)")
+                   help="seconds to wait for /health 200 first (0 = do not wait); with a main PID, counted "
+                        "from that process's start")
+    p.add_argument("--main-pid", type=int, default=os.environ.get("MAINPID") or None,
+                   help="PID of the server (default $MAINPID, which systemd sets for ExecStartPost): exit %d as "
+                        "soon as it is gone" % EXIT_MAIN_GONE)
     p.add_argument("--api-key-env", default=None,
                    help="name of an environment variable holding the API key (e.g. VLLM_API_KEY); "
                         "the key is never taken from argv")
@@ -329,8 +420,9 @@ def main(argv=None):
     api_key = os.environ.get(args.api_key_env) if args.api_key_env else None
     if args.api_key_env and not api_key:
         _err("vllm_warmup: environment variable %s is empty or unset" % args.api_key_env)
-        return 2
+        return EXIT_USAGE
     try:
+        main_proc = MainProcess(args.main_pid) if args.main_pid else None
         lens = parse_int_list(args.prompt_lens) if args.prompt_lens else None
         hist = parse_histogram(args.prompt_len_histogram) if args.prompt_len_histogram else None
         if not lens and not hist:
@@ -338,15 +430,17 @@ def main(argv=None):
         result = run_warmup(args.url, model=args.model, prompt_lens=lens, histogram=hist,
                             max_tokens=args.max_tokens, count=args.count, concurrency=args.concurrency,
                             api_key=api_key, timeout=args.timeout, wait_ready_timeout=args.wait_ready_timeout,
-                            prompt_format=args.prompt_format, ignore_eos=not args.no_ignore_eos)
+                            prompt_format=args.prompt_format, ignore_eos=not args.no_ignore_eos,
+                            main=main_proc)
     except (WarmupError, ValueError) as e:
-        _err("vllm_warmup: FAILED: %s" % e)
+        code = getattr(e, "exit_code", EXIT_FAILED)
+        _err("vllm_warmup: FAILED (exit %d): %s" % (code, e))
         if args.json_out:
-            _write_json(args.json_out, {"ok": False, "errors": [str(e)]})
-        return 1
+            _write_json(args.json_out, {"ok": False, "errors": [str(e)], "exit_code": code})
+        return code
     except requests.exceptions.RequestException as e:
         _err("vllm_warmup: FAILED: %s" % type(e).__name__)
-        return 1
+        return EXIT_FAILED
     if args.json_out:
         _write_json(args.json_out, result)
     if not args.quiet:
@@ -362,7 +456,7 @@ def main(argv=None):
             w["e2e_p99_s"], result["waited_s"]))
     for e in result["errors"]:
         _err("vllm_warmup: error: %s" % e)
-    return 0 if result["ok"] else 1
+    return EXIT_OK if result["ok"] else EXIT_FAILED
 
 
 def _out(line):

@@ -64,7 +64,8 @@ options:
   wait_for:
     description:
       - C(none) probes once and reports. C(ready) polls until RV(state) is C(ready), and fails when
-        O(wait_timeout) passes or the unit reaches C(failed) (or stays C(inactive)); the failure carries the last
+        O(wait_timeout) passes, the unit reaches C(failed) (or stays C(inactive)), or systemd restarts it
+        during the wait (its C(NRestarts) grows, so the start failed); the failure carries the last
         O(journal_lines) lines of the unit's journal.
     type: str
     choices: [none, ready]
@@ -81,6 +82,12 @@ options:
     description: Journal lines of O(unit) returned when O(wait_for=ready) fails.
     type: int
     default: 40
+  watchdog_state:
+    description:
+      - State file of the instance's health watchdog (C(vllm-watchdog@NAME.timer), see docs/reliability.md),
+        returned as RV(watchdog).
+      - Default C(/var/lib/vllm-watchdog/NAME.json) when O(unit) is C(vllm@NAME.service).
+    type: path
 seealso:
   - module: llmops.serving.vllm_kv_cache_info
   - module: llmops.serving.vllm_warmup
@@ -200,6 +207,32 @@ unit:
     main_pid: {description: Main PID (0 when none)., type: int}
     result: {description: "Result of the last run (success, exit-code, timeout...).", type: str}
   sample: {name: vllm@default.service, known: true, active_state: active, sub_state: running, n_restarts: 0}
+restarts:
+  description: Restarts of O(unit), as systemd and the watchdog count them (null values without a unit).
+  returned: always
+  type: dict
+  contains:
+    n_restarts: {description: "NRestarts: automatic restarts by systemd since the last deliberate start.", type: int}
+    start_limit_hit: {description: "The unit gave up: more starts than StartLimitBurst in StartLimitIntervalSec.", type: bool}
+    watchdog_last_hour: {description: Restarts by the health watchdog in the last hour., type: int}
+  sample: {n_restarts: 2, start_limit_hit: false, watchdog_last_hour: 1}
+watchdog:
+  description: The instance's health watchdog state (RV(watchdog.present) is false without a state file).
+  returned: always
+  type: dict
+  contains:
+    present: {description: A state file was found., type: bool}
+    status: {description: "C(ok), C(failing), C(restarted), C(rate-limited) or C(waiting) (unit not active).", type: str}
+    consecutive_failures: {description: Failed readiness rounds in a row., type: int}
+    failures_threshold: {description: Rounds in a row that trigger a restart., type: int}
+    restarts_last_hour: {description: Watchdog restarts in the last hour., type: int}
+    max_restarts_per_hour: {description: The watchdog's hourly limit., type: int}
+    restarts_total: {description: Watchdog restarts since the state file was created., type: int}
+    last_restart: {description: UTC time of the last watchdog restart., type: str}
+    last_restart_reason: {description: The failure that caused it., type: str}
+    last_check: {description: UTC time of the last round., type: str}
+    last_reason: {description: What the last round saw., type: str}
+  sample: {present: true, status: ok, consecutive_failures: 0, restarts_last_hour: 0}
 waited_s:
   description: Seconds spent polling in O(wait_for=ready) mode (0 otherwise).
   returned: always
@@ -221,6 +254,27 @@ from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.llmops.serving.plugins.module_utils.vllm_client import (
     VllmClient, combine_state, connection_argument_spec, journal_tail, require_libs, strip_probe, unit_state)
+from ansible_collections.llmops.serving.plugins.module_utils import vllm_watchdog
+
+
+def watchdog_path(params):
+    """The watchdog state file: given, or derived from a ``vllm@NAME.service`` unit."""
+    unit = params["unit"] or ""
+    if params["watchdog_state"]:
+        return params["watchdog_state"]
+    if unit.startswith("vllm@") and unit.endswith(".service"):
+        return vllm_watchdog.state_path(unit[len("vllm@"):-len(".service")])
+    return None
+
+
+def restart_fields(params, unit):
+    """``restarts`` and ``watchdog`` of the result."""
+    path = watchdog_path(params)
+    wd = vllm_watchdog.summary(vllm_watchdog.read_state(path) if path else None)
+    restarts = {"n_restarts": (unit or {}).get("n_restarts"),
+                "start_limit_hit": (unit or {}).get("result") == "start-limit-hit" if unit else None,
+                "watchdog_last_hour": wd["restarts_last_hour"]}
+    return restarts, wd
 
 
 def probe(module, client):
@@ -256,6 +310,7 @@ def probe(module, client):
             result["readiness"] = strip_probe(readiness) if readiness else None
             result["readiness"]["tokens"] = readiness.get("tokens", 0)
     state, reason = combine_state(health, readiness, unit)
+    result["restarts"], result["watchdog"] = restart_fields(p, unit)
     result["state"] = state
     result["reason"] = reason
     result["ready"] = state == "ready"
@@ -276,6 +331,7 @@ def main():
             wait_timeout=dict(type="float", default=600),
             poll_interval=dict(type="float", default=3),
             journal_lines=dict(type="int", default=40),
+            watchdog_state=dict(type="path"),
         ),
         supports_check_mode=True,
     )
@@ -289,9 +345,15 @@ def main():
     start = time.monotonic()
     polls = 0
     inactive_polls = 0
+    restarts_at_start = None
     while True:
         result = probe(module, client)
         polls += 1
+        n_restarts = (result["unit"] or {}).get("n_restarts")
+        # Counted from the first poll that sees a start attempt (a wait that begins
+        # during RestartSec sees the pending restart itself bump NRestarts).
+        if restarts_at_start is None and (result["unit"] or {}).get("sub_state") != "auto-restart":
+            restarts_at_start = n_restarts
         result.update(changed=False, polls=polls, waited_s=round(time.monotonic() - start, 2))
         if p["wait_for"] == "none" or result["state"] == "ready":
             module.exit_json(**result)
@@ -301,10 +363,16 @@ def main():
         # activating/auto-restart. Inactive is given two polls of grace.
         inactive_polls = inactive_polls + 1 if unit.get("active_state") == "inactive" else 0
         failed_unit = unit.get("known") and (unit.get("active_state") == "failed" or inactive_polls >= 2)
+        # systemd restarted the unit during the wait: the start being waited for failed
+        # (its warmup hook saw the server or its engine die); a restart loop will not heal it.
+        restarted = None not in (n_restarts, restarts_at_start) and n_restarts > restarts_at_start
         timed_out = time.monotonic() - start >= p["wait_timeout"]
-        if failed_unit or timed_out:
+        if failed_unit or restarted or timed_out:
             why = ("unit %s is %s (%s)" % (unit.get("name"), unit.get("active_state"), unit.get("result"))
-                   if failed_unit else "not ready after %ss" % p["wait_timeout"])
+                   if failed_unit else
+                   "unit %s failed its start and systemd restarted it (NRestarts %s -> %s)"
+                   % (unit.get("name"), restarts_at_start, n_restarts) if restarted
+                   else "not ready after %ss" % p["wait_timeout"])
             if p["unit"]:
                 result["journal"] = journal_tail(p["unit"], p["journal_lines"],
                                                  runner=module.run_command)

