@@ -30,8 +30,8 @@ def monitoring_rules_yaml(settings):
         data = rules.build_rules(settings)
     except rules.RuleError as e:
         raise AnsibleFilterError("monitoring_rules_yaml: %s (monitoring_alert_thresholds)" % e)
-    return "# Managed by llmops.serving.monitoring\n" + yaml.safe_dump(data, sort_keys=False, width=1000,
-                                                                         default_flow_style=False)
+    text = yaml.safe_dump(data, sort_keys=False, width=1000, default_flow_style=False)
+    return "# Managed by llmops.serving.monitoring\n" + text
 
 
 def monitoring_dashboards(settings):

@@ -88,8 +88,9 @@ def fleet(settings):
 
 def instance(settings):
     specs = [
-        {"title": "TTFT", "unit": "s", "exprs": [(_quantile(0.5, "vllm:time_to_first_token_seconds"), "p50 " + LEG),
-                                                (_quantile(0.99, "vllm:time_to_first_token_seconds"), "p99 " + LEG)]},
+        {"title": "TTFT", "unit": "s",
+         "exprs": [(_quantile(0.5, "vllm:time_to_first_token_seconds"), "p50 " + LEG),
+                   (_quantile(0.99, "vllm:time_to_first_token_seconds"), "p99 " + LEG)]},
         {"title": "Inter-token latency", "unit": "s",
          "exprs": [(_quantile(0.5, "vllm:inter_token_latency_seconds"), "p50 " + LEG),
                    (_quantile(0.99, "vllm:inter_token_latency_seconds"), "p99 " + LEG)]},

