@@ -1,0 +1,129 @@
+# -*- coding: utf-8 -*-
+# Copyright: llmops.serving contributors
+# Apache License 2.0 (see LICENSE)
+"""Readiness probe of the vLLM instances of one host, as a node exporter textfile.
+
+Run by the ``llmops-vllm-probe.timer`` of the monitoring role (standard
+library only, no Ansible on the host)::
+
+    python3 vllm_probe.py --config /etc/llmops/vllm-probe.json --out DIR/llmops_vllm.prom
+
+Per instance: ``GET /health`` and a 1-token ``POST /v1/completions`` (ready =
+it returns a choice: /health alone stays 200 when the engine cannot serve).
+The API key is read from the instance's root-only env file
+(``VLLM_API_KEY``), never from the config or argv. The file is replaced
+atomically so node exporter never reads half of it.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+
+try:
+    from urllib.request import Request, urlopen
+except ImportError:  # pragma: no cover - Python 2 (sanity import test only)
+    Request = urlopen = None
+
+HELP = (
+    ("llmops_vllm_probe_health_up", "1 when GET /health answered 200."),
+    ("llmops_vllm_probe_ready", "1 when a 1-token completion returned a choice."),
+    ("llmops_vllm_probe_duration_seconds", "Time the probe of this instance took."),
+    ("llmops_vllm_probe_timestamp_seconds", "Unix time of the last probe."),
+)
+
+
+def read_api_key(env_path):
+    """VLLM_API_KEY from a systemd EnvironmentFile (unquoted, unescaped), or ''."""
+    try:
+        with open(env_path) as f:
+            lines = f.read().splitlines()
+    except (IOError, OSError, TypeError):
+        return ""
+    for line in lines:
+        key, sep, value = line.strip().partition("=")
+        if sep and key.strip() == "VLLM_API_KEY":
+            value = value.strip()
+            if len(value) >= 2 and value[0] == value[-1] == '"':
+                value = value[1:-1].replace('\\"', '"').replace("\\\\", "\\")
+            return value
+    return ""
+
+
+def _http(method, url, body=None, api_key="", timeout=10.0):
+    headers = {"Content-Type": "application/json"}
+    if api_key:
+        headers["Authorization"] = "Bearer " + api_key
+    data = json.dumps(body).encode() if body is not None else None
+    try:
+        resp = urlopen(Request(url, data=data, headers=headers, method=method), timeout=timeout)
+        return resp.status, resp.read()
+    except Exception as e:  # noqa: BLE001 - any failure is "not up"
+        return getattr(e, "code", 0) or 0, b""
+
+
+def probe(inst, timeout=10.0, http=_http):
+    """{"health_up": 0/1, "ready": 0/1, "duration_s": float} for one instance."""
+    t0 = time.time()
+    url = inst["url"].rstrip("/")
+    status = http("GET", url + "/health", timeout=timeout)[0]
+    health = 1 if status == 200 else 0
+    ready = 0
+    if health:
+        body = {"model": inst["model"], "prompt": "ping", "max_tokens": 1, "temperature": 0}
+        status, raw = http("POST", url + "/v1/completions", body, read_api_key(inst.get("env_path")), timeout)
+        try:
+            ready = 1 if status == 200 and json.loads(raw.decode()).get("choices") else 0
+        except ValueError:
+            ready = 0
+    return {"health_up": health, "ready": ready, "duration_s": round(time.time() - t0, 4)}
+
+
+def _label(value):
+    return str(value).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+def render(results, now):
+    """Prometheus text exposition of [(instance dict, probe result)]."""
+    values = {"llmops_vllm_probe_health_up": "health_up", "llmops_vllm_probe_ready": "ready",
+              "llmops_vllm_probe_duration_seconds": "duration_s"}
+    out = []
+    for name, text in HELP:
+        out.append("# HELP %s %s" % (name, text))
+        out.append("# TYPE %s gauge" % name)
+        for inst, res in results:
+            labels = 'vllm_instance="%s",unit="%s"' % (_label(inst["name"]), _label(inst["unit"]))
+            value = now if name.endswith("_timestamp_seconds") else res[values[name]]
+            out.append("%s{%s} %s" % (name, labels, value))
+    return "\n".join(out) + "\n"
+
+
+def write_atomic(path, text):
+    fd, tmp = tempfile.mkstemp(prefix=".llmops_vllm.", dir=os.path.dirname(path) or ".")
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+    os.chmod(tmp, 0o644)
+    os.rename(tmp, path)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", maxsplit=1)[0])
+    parser.add_argument("--config", required=True, help="JSON list of {name, unit, url, model, env_path}")
+    parser.add_argument("--out", required=True, help="textfile to write (*.prom)")
+    parser.add_argument("--timeout", type=float, default=10.0)
+    args = parser.parse_args(argv)
+    with open(args.config) as f:
+        instances = json.load(f)
+    results = [(inst, probe(inst, args.timeout)) for inst in instances]
+    write_atomic(args.out, render(results, int(time.time())))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())  # pylint: disable=ansible-bad-function
