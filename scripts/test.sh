@@ -19,6 +19,8 @@ stage yamllint yamllint -s .
 stage ansible-lint ansible-lint --profile production
 stage sanity scripts/sanity.sh
 stage build bash -c 'ansible-galaxy collection build --force --output-path build/ >/dev/null && ansible-galaxy collection install --force -p build/installed build/llmops-serving-*.tar.gz >/dev/null && ANSIBLE_COLLECTIONS_PATH=build/installed ansible-doc llmops.serving.vllm_health >/dev/null && echo "collection tarball builds, installs and documents"'
+# The tarball with only its declared dependencies, in a venv with ansible-core alone.
+stage install-test scripts/install-test.sh
 stage testbed scripts/testbed/setup.sh
 # The live suites need a vLLM python on this machine: the node image's venv,
 # copied out (no second 2.5 GB install).
