@@ -4,6 +4,8 @@
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 export PATH="$PWD/.venv/bin:$PATH"
+# ansible-lint / ansible-galaxy caches and collection copies stay in the repo.
+export ANSIBLE_HOME=${ANSIBLE_HOME:-$PWD/.cache/ansible-home}
 [ -d /opt/wheels ] && export LLMOPS_WHEELS_DIR=${LLMOPS_WHEELS_DIR:-/opt/wheels}
 mkdir -p reports/test
 declare -a results=()
