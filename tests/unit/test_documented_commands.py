@@ -62,7 +62,8 @@ def normalize(cmd):
     cmd = re.split(r"\s+#\s", cmd)[0]
     cmd = re.split(r"\s(?:\|\||\||>|2>|&&)", cmd)[0]
     cmd = re.sub(r"\[(-e [^\]]+)\]", r"\1", cmd)
-    argv = [PLACEHOLDERS.get(a, a) for a in shlex.split(cmd)]
+    argv = [PLACEHOLDERS.get(a, re.sub(r"=(DIR|GROUP)$", lambda m: "=" + PLACEHOLDERS[m.group(1)], a))
+            for a in shlex.split(cmd)]
     argv = [a for a in argv if a not in ("--check", "--diff")]
     # Inventories named in the docs that are examples (inventories/prod) -> a real one.
     argv = [INVENTORY if a.startswith("inventories/") and not os.path.isdir(os.path.join(ROOT, a)) else a
