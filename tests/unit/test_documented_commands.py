@@ -136,3 +136,21 @@ def test_to_number(value, expected):
     from ansible_collections.llmops.serving.plugins.filter.numbers import to_number
     got = to_number(value)
     assert got == expected and type(got) is type(expected)
+
+
+def test_readme_run_by_hand_block_works_as_pasted(tmp_path):
+    """README's "Run it by hand" block in a shell without the venv on PATH,
+    no ANSIBLE_* variables and an empty HOME (no ~/.ansible collections):
+    each ansible-playbook line with --syntax-check added."""
+    with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as fh:
+        text = fh.read()
+    section = text.split("## Run it by hand", 1)[1]
+    block = re.search(r"```sh\n(.*?)```", section, re.S).group(1)
+    assert "ansible-playbook" in block and "ANSIBLE_COLLECTIONS_PATH" in block
+    script = "\n".join(l + " --syntax-check" if l.startswith("ansible-playbook") else l
+                       for l in _joined(re.sub(r"\s+#\s[^\n]*", "", block).splitlines()))
+    env = {"HOME": str(tmp_path), "PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
+    proc = subprocess.run(["bash", "-euo", "pipefail", "-c", script], cwd=ROOT, env=env,
+                          capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, script + "\n" + proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert proc.stdout.count("playbook: ") == block.count("ansible-playbook"), proc.stdout
