@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # `make demo`: deploy a real vLLM (CPU build) with site.yml and print the report.
 #
-# Always into a local Debian container with systemd as PID 1 (inventories/local),
-# started from the test bed's vLLM node image: the base image built from Debian
-# packages plus the vllm_service role's own install phase, committed once and
-# shared with the molecule scenarios. site.yml then runs the whole role on it
-# (the install phase finds the pin satisfied: the day-2 path).
+# Always into a local Debian container with systemd as PID 1 (inventories/local).
+# The container starts from the test bed's vLLM node image when it exists (the
+# base image plus the vllm_service role's install phase, shared with the
+# molecule scenarios: site.yml's install phase then finds the pin satisfied,
+# the day-2 path); otherwise from the Debian base image, and site.yml installs
+# vLLM into it once (no image of its own is built for the demo).
 #
 # `make demo-host` (DEMO_ON_HOST=1) deploys onto THIS machine instead
 # (inventories/localhost: apt packages, a `vllm` user, vllm@default on :8000);
@@ -60,8 +61,14 @@ if [ -n "${DEMO_ON_HOST:-}" ]; then
 else
   inv=inventories/local
   echo "demo: deploying into the local systemd container '$LLMOPS_DEMO_NODE' ($inv; \`make demo-host\` targets this machine)"
-  step "test bed (dockerd, $LLMOPS_BASE_IMAGE, $LLMOPS_VLLM_IMAGE)" scripts/testbed/setup.sh
-  step "start $LLMOPS_DEMO_NODE from $LLMOPS_VLLM_IMAGE" scripts/testbed/start-node.sh "$LLMOPS_DEMO_NODE" "$LLMOPS_VLLM_IMAGE"
+  step "test bed (packages, dockerd, $LLMOPS_BASE_IMAGE)" env LLMOPS_SKIP_VLLM_IMAGE=1 scripts/testbed/setup.sh
+  node_image=$LLMOPS_BASE_IMAGE
+  if docker image inspect "$LLMOPS_VLLM_IMAGE" >/dev/null 2>&1; then
+    node_image=$LLMOPS_VLLM_IMAGE
+  else
+    echo "demo: no $LLMOPS_VLLM_IMAGE: site.yml installs vLLM into the node (once; a few minutes)"
+  fi
+  step "start $LLMOPS_DEMO_NODE from $node_image" scripts/testbed/start-node.sh "$LLMOPS_DEMO_NODE" "$node_image"
 fi
 step "site.yml" ansible-playbook site.yml -i "$inv" "$@"
 printf 'demo: %s\n' "${timings[@]}"
