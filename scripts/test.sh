@@ -26,6 +26,8 @@ stage build bash -c 'ansible-galaxy collection build --force --output-path build
 # The tarball with only its declared dependencies, in a venv with ansible-core alone.
 stage install-test scripts/install-test.sh
 stage testbed scripts/testbed/setup.sh
+# The controller side on a second Python (Debian trixie's 3.13).
+stage python-matrix scripts/python-matrix.sh trixie
 # The live suites need a vLLM python on this machine: the node image's venv,
 # copied out (no second 2.5 GB install).
 vllm_python=$(scripts/testbed/host-vllm-venv.sh) || vllm_python=""
