@@ -49,7 +49,7 @@ if [ "${1:-}" = "--clean" ]; then
   if [ "$prefix" != llmops ]; then
     docker image rm "$LLMOPS_VLLM_IMAGE" "$LLMOPS_BASE_IMAGE" >/dev/null 2>&1 || true
   fi
-  echo "demo: removed container $LLMOPS_DEMO_NODE${prefix:+ (images kept for prefix llmops)}"
+  echo "demo: removed container $LLMOPS_DEMO_NODE$([ "$prefix" = llmops ] && echo " (the shared llmops/* images are kept)")"
   exit 0
 fi
 

@@ -149,6 +149,9 @@ def test_readme_run_by_hand_block_works_as_pasted(tmp_path):
     assert "ansible-playbook" in block and "ANSIBLE_COLLECTIONS_PATH" in block
     script = "\n".join(l + " --syntax-check" if l.startswith("ansible-playbook") else l
                        for l in _joined(re.sub(r"\s+#\s[^\n]*", "", block).splitlines()))
+    # Run under another venv (scripts/python-matrix.sh): activate that one instead.
+    if os.path.realpath(sys.prefix) != os.path.realpath(os.path.join(ROOT, ".venv")):
+        script = script.replace(". .venv/bin/activate", ". %s/bin/activate" % sys.prefix)
     env = {"HOME": str(tmp_path), "PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
     proc = subprocess.run(["bash", "-euo", "pipefail", "-c", script], cwd=ROOT, env=env,
                           capture_output=True, text=True, check=False)
