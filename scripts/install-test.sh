@@ -28,7 +28,9 @@ fi
 "$venv/bin/python" -c 'import importlib.util as u, sys; sys.exit(u.find_spec("ansible_collections") is not None)' || {
   echo "install-test: $venv has collections besides ansible-core" >&2; exit 1; }
 rm -rf "$work" && mkdir -p "$work/tarballs" "$work/play"
-tarball=$(ls -t build/llmops-serving-*.tar.gz 2>/dev/null | head -n 1)
+version=$(awk '/^version:/{print $2}' galaxy.yml)
+tarball=build/llmops-serving-$version.tar.gz
+[ -f "$tarball" ] || tarball=""
 [ -n "$tarball" ] || { echo "install-test: no build/llmops-serving-*.tar.gz (make build)" >&2; exit 1; }
 # The dependencies the tarball declares (its MANIFEST.json, not galaxy.yml)
 # and theirs, each packed from the `ansible` package's copy: an installed

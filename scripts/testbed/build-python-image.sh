@@ -17,8 +17,8 @@ root=$(mktemp -d /tmp/llmops-pyroot.XXXXXX)
 trap 'rm -rf "$root"' EXIT
 echo "debootstrap $suite from $mirror into $root"
 debootstrap --variant=minbase --include=python3,python3-venv,make,ca-certificates \
-  "$suite" "$root" "$mirror" >/tmp/llmops-debootstrap-$suite.log 2>&1 || {
-  tail -n 40 /tmp/llmops-debootstrap-$suite.log >&2; exit 1; }
+  "$suite" "$root" "$mirror" >"/tmp/llmops-debootstrap-$suite.log" 2>&1 || {
+  tail -n 40 "/tmp/llmops-debootstrap-$suite.log" >&2; exit 1; }
 rm -rf "$root"/var/cache/apt/archives/*.deb "$root"/var/lib/apt/lists/*
 tar -C "$root" -c . | docker import --change 'CMD ["/bin/bash"]' - "$image" >/dev/null
 echo "python image $image: built ($(docker run --rm "$image" python3 --version))"
