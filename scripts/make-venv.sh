@@ -45,5 +45,9 @@ fi
 rm -rf "$venv"
 "$py" -m venv "$venv"
 "$venv/bin/pip" install -q --upgrade pip
-"$venv/bin/pip" install -q -r tests/requirements.txt
+echo "make venv: installing tests/requirements.txt into $venv with Python $ver (a minute or two)"
+# One line per package as progress (pip -q is silent for minutes).
+"$venv/bin/pip" install --progress-bar off -r tests/requirements.txt 2>&1 \
+  | grep --line-buffered -E '^(Collecting|Successfully installed|ERROR)' | cut -c1-100 || true
+"$venv/bin/python" -c 'import ansible, molecule, pytest' || { echo "make venv: the install failed" >&2; exit 1; }
 touch "$venv/.stamp"
