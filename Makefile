@@ -35,10 +35,11 @@ stage:
 testbed: venv stage
 	scripts/testbed/setup.sh
 
-demo: venv stage
+# demo.sh makes the venv itself (in parallel with the test bed's image build).
+demo: stage
 	scripts/demo.sh
 
-demo-host: venv stage
+demo-host: stage
 	DEMO_ON_HOST=1 scripts/demo.sh
 
 demo-clean:

@@ -58,10 +58,19 @@ if [ -n "${DEMO_ON_HOST:-}" ]; then
     echo "demo: DEMO_ON_HOST needs systemd as PID 1 here; use \`make demo\` (a container)" >&2; exit 1; }
   inv=inventories/localhost
   echo "demo: deploying onto THIS machine ($inv): apt packages, user vllm, vllm@default on :8000"
+  step "tools venv (.venv)" make -s venv
 else
   inv=inventories/local
   echo "demo: deploying into the local systemd container '$LLMOPS_DEMO_NODE' ($inv; \`make demo-host\` targets this machine)"
-  step "test bed (packages, dockerd, $LLMOPS_BASE_IMAGE)" env LLMOPS_SKIP_VLLM_IMAGE=1 scripts/testbed/setup.sh
+  # The test bed (apt packages, dockerd, the Debian base image) is built while
+  # the tools venv installs: both mostly wait on downloads.
+  mkdir -p .cache
+  bedlog=.cache/demo-testbed.log
+  LLMOPS_SKIP_VLLM_IMAGE=1 scripts/testbed/setup.sh >"$bedlog" 2>&1 &
+  bed=$!
+  wait_bed() { local rc=0; wait "$bed" || rc=$?; sed 's/^/demo:    testbed: /' "$bedlog"; return $rc; }
+  step "tools venv (.venv; the test bed builds meanwhile)" make -s venv
+  step "test bed (packages, dockerd, $LLMOPS_BASE_IMAGE)" wait_bed
   node_image=$LLMOPS_BASE_IMAGE
   if docker image inspect "$LLMOPS_VLLM_IMAGE" >/dev/null 2>&1; then
     node_image=$LLMOPS_VLLM_IMAGE
