@@ -79,6 +79,10 @@ else
   fi
   step "start $LLMOPS_DEMO_NODE from $node_image" scripts/testbed/start-node.sh "$LLMOPS_DEMO_NODE" "$node_image"
 fi
+# Asked once the venv exists (make evaluated it before): the staged collection
+# and the venv's bundled collections (community.docker: the node's connection).
+ANSIBLE_COLLECTIONS_PATH=$PWD/.cache/collections:$(.venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+export ANSIBLE_CONFIG=$PWD/ansible.cfg ANSIBLE_COLLECTIONS_PATH
 step "site.yml" ansible-playbook site.yml -i "$inv" "$@"
 printf 'demo: %s\n' "${timings[@]}"
 echo "demo: total $(( $(date +%s) - t_start )) s. Run it again: changed=0. Remove the container: make demo-clean"
