@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """`make docs`: docs/modules/<name>.md and docs/filters.md from the plugins' own
 documentation (DOCUMENTATION / EXAMPLES / RETURN of each module, the
 plugins/filter/<name>.yml files), read through `ansible-doc --json`, so they
@@ -8,7 +7,7 @@ has (`ansible-doc -l`) is rendered; new plugins appear on the next run.
 A module page keeps what follows its MARKER line (hand-written notes: design,
 figures); everything above it is regenerated.
 
-usage: gen-plugin-docs.py [--check]   (--check: exit 1 and name the stale files)
+usage: python scripts/gen-plugin-docs.py [--check]   (--check: exit 1 and name the stale files)
 """
 import json
 import os
@@ -76,8 +75,8 @@ def options_table(options, prefix=""):
         if opt.get("aliases"):
             extra.append("aliases: %s" % ", ".join("`%s`" % a for a in opt["aliases"]))
         desc = cell(opt.get("description")) + ("".join(" (%s)" % e for e in extra))
-        rows.append("| `%s%s` | %s | %s | %s | %s |" % (prefix, name, kind, "yes" if opt.get("required") else "",
-                                                     fmt_default(opt), desc))
+        required = "yes" if opt.get("required") else ""
+        rows.append("| `%s%s` | %s | %s | %s | %s |" % (prefix, name, kind, required, fmt_default(opt), desc))
         if opt.get("suboptions"):
             rows += options_table(opt["suboptions"], prefix + name + ".")
     return rows
@@ -87,8 +86,8 @@ def return_table(ret, prefix=""):
     rows = []
     for name in sorted(ret or {}):
         val = ret[name]
-        rows.append("| `%s%s` | %s | %s | %s |" % (prefix, name, val.get("type", ""), cell(val.get("returned", "")),
-                                                 cell(val.get("description"))))
+        rows.append("| `%s%s` | %s | %s | %s |" % (prefix, name, val.get("type", ""),
+                                                 cell(val.get("returned", "")), cell(val.get("description"))))
         if val.get("contains"):
             rows += return_table(val["contains"], prefix + name + ".")
     return rows

@@ -21,7 +21,7 @@ def used_collections():
     for top in SCAN:
         path = os.path.join(ROOT, top)
         files = [path] if os.path.isfile(path) else [
-            os.path.join(d, f) for d, _, fs in os.walk(path) for f in fs
+            os.path.join(d, f) for d, _dirs, fs in os.walk(path) for f in fs
             if f.endswith((".yml", ".yaml", ".py", ".j2")) and "/.cache/" not in d]
         for name in files:
             with open(name, encoding="utf-8") as fh:

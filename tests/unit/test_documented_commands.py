@@ -75,7 +75,7 @@ COMMANDS = documented_commands()
 
 
 def test_the_docs_have_command_lines():
-    where = {p for p, _ in COMMANDS}
+    where = {p for p, _cmd in COMMANDS}
     assert len(COMMANDS) >= 10 and "playbooks/verify.yml" in where and "README.md" in where, COMMANDS
 
 
@@ -86,7 +86,7 @@ def _run(args):
 
 
 def test_documented_command_lines_pass_syntax_check():
-    unique = sorted({tuple(normalize(c)) for _, c in COMMANDS})
+    unique = sorted({tuple(normalize(c)) for _path, c in COMMANDS})
     with ThreadPoolExecutor(max_workers=2) as pool:
         results = list(pool.map(lambda a: (a, _run(list(a))), unique))
     bad = ["ansible-playbook %s\n%s" % (" ".join(a), out[-1500:]) for a, (rc, out) in results if rc != 0]
