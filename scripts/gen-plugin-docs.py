@@ -86,8 +86,8 @@ def return_table(ret, prefix=""):
     rows = []
     for name in sorted(ret or {}):
         val = ret[name]
-        rows.append("| `%s%s` | %s | %s | %s |" % (prefix, name, val.get("type", ""),
-                                                 cell(val.get("returned", "")), cell(val.get("description"))))
+        fields = (prefix, name, val.get("type", ""), cell(val.get("returned", "")), cell(val.get("description")))
+        rows.append("| `%s%s` | %s | %s | %s |" % fields)
         if val.get("contains"):
             rows += return_table(val["contains"], prefix + name + ".")
     return rows
