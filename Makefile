@@ -5,21 +5,25 @@ PY := $(VENV)/bin/python
 BIN := $(VENV)/bin
 COLL := .cache/collections/ansible_collections/llmops/serving
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
-export ANSIBLE_COLLECTIONS_PATH := $(CURDIR)/.cache/collections:$(CURDIR)/$(VENV)/lib/python3.11/site-packages
+# The venv's own site-packages (python3.11/3.12/3.13 ...), asked from its python
+# when a recipe runs (the venv may not exist when make starts).
+SITE_PACKAGES = $(shell $(PY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])' 2>/dev/null)
+export ANSIBLE_COLLECTIONS_PATH = $(CURDIR)/.cache/collections:$(SITE_PACKAGES)
+# ansible-lint and ansible-galaxy keep their caches and collection copies in the repo.
+export ANSIBLE_HOME := $(CURDIR)/.cache/ansible-home
+export PATH := $(CURDIR)/$(BIN):$(PATH)
 export MOLECULE_GLOB := molecule/*/molecule.yml
 
-.PHONY: help venv stage demo test lint sanity unit molecule testbed build changelog clean
+.PHONY: help venv stage demo demo-host demo-clean test lint sanity unit molecule testbed build install-test docs docs-check changelog clean
 
 help:
-	@echo "make demo      deploy a real vLLM (CPU build) with site.yml -i inventories/local and print the report"
-	@echo "make test      lint + sanity + unit + molecule (what CI runs)"
-	@echo "make unit | lint | sanity | molecule | build"
+	@echo "make demo       deploy a real vLLM (CPU build) into a local systemd container and print the report"
+	@echo "make demo-host  the same onto THIS machine (PID 1 must be systemd; installs apt packages, a user, a unit on :8000)"
+	@echo "make test       lint + sanity + unit + molecule (what CI runs)"
+	@echo "make unit | lint | sanity | molecule | build | install-test | docs | demo-clean"
 
 $(VENV)/.stamp: tests/requirements.txt
-	python3 -m venv $(VENV)
-	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -r tests/requirements.txt
-	touch $@
+	scripts/make-venv.sh $(VENV)
 
 venv: $(VENV)/.stamp
 
@@ -31,8 +35,15 @@ stage:
 testbed: venv stage
 	scripts/testbed/setup.sh
 
-demo: venv stage
+# demo.sh makes the venv itself (in parallel with the test bed's image build).
+demo: stage
 	scripts/demo.sh
+
+demo-host: stage
+	DEMO_ON_HOST=1 scripts/demo.sh
+
+demo-clean:
+	scripts/demo.sh --clean
 
 lint: venv stage
 	$(BIN)/yamllint -s .
@@ -52,6 +63,16 @@ test: venv stage
 
 build: venv
 	$(BIN)/ansible-galaxy collection build --force --output-path build/
+
+install-test: build
+	scripts/install-test.sh
+
+# docs/modules/*.md and docs/filters/*.md from the plugins' own documentation.
+docs: venv stage
+	$(PY) scripts/gen-plugin-docs.py
+
+docs-check: venv stage
+	$(PY) scripts/gen-plugin-docs.py --check
 
 changelog: venv
 	$(BIN)/antsibull-changelog release

@@ -4,6 +4,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$PWD/.venv/bin:$PATH"
+# ansible-test skips its shellcheck test silently when the tool is missing.
+command -v shellcheck >/dev/null || {
+  echo "sanity: shellcheck not found: apt-get install shellcheck (.ci/run does); ansible-test would skip the shellcheck test" >&2
+  exit 1; }
 # ansible-test bootstraps pip in its venvs with a script from its CI host,
 # which is unreachable here: provide a stand-in for every pinned version.
 pip_versions=$(python3 - <<'PY'

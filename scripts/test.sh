@@ -4,6 +4,8 @@
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 export PATH="$PWD/.venv/bin:$PATH"
+# ansible-lint / ansible-galaxy caches and collection copies stay in the repo.
+export ANSIBLE_HOME=${ANSIBLE_HOME:-$PWD/.cache/ansible-home}
 [ -d /opt/wheels ] && export LLMOPS_WHEELS_DIR=${LLMOPS_WHEELS_DIR:-/opt/wheels}
 mkdir -p reports/test
 declare -a results=()
@@ -18,8 +20,14 @@ stage() {
 stage yamllint yamllint -s .
 stage ansible-lint ansible-lint --profile production
 stage sanity scripts/sanity.sh
+# docs/modules/*.md and docs/filters.md are what the plugins' documentation renders to.
+stage docs python scripts/gen-plugin-docs.py --check
 stage build bash -c 'ansible-galaxy collection build --force --output-path build/ >/dev/null && ansible-galaxy collection install --force -p build/installed build/llmops-serving-*.tar.gz >/dev/null && ANSIBLE_COLLECTIONS_PATH=build/installed ansible-doc llmops.serving.vllm_health >/dev/null && echo "collection tarball builds, installs and documents"'
+# The tarball with only its declared dependencies, in a venv with ansible-core alone.
+stage install-test scripts/install-test.sh
 stage testbed scripts/testbed/setup.sh
+# The controller side on a second Python (Debian trixie's 3.13).
+stage python-matrix scripts/python-matrix.sh trixie
 # The live suites need a vLLM python on this machine: the node image's venv,
 # copied out (no second 2.5 GB install).
 vllm_python=$(scripts/testbed/host-vllm-venv.sh) || vllm_python=""

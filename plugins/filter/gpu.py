@@ -7,30 +7,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-DOCUMENTATION = r"""
-name: gpu_preflight_report
-short_description: Run the GPU preflight checks on llmops.serving.gpu_info facts
-version_added: "0.1.0"
-description:
-  - Returns C(checks) (per check C(status) pass/fail/warn/skip and C(messages)), C(order) (the check
-    names in table order), C(failed), C(failures), C(warnings), C(flash_attn_supported), C(cuda_archs),
-    C(placement) (instance -> GPU indices).
-  - The memory and KV checks read C(settings.instances), the output of
-    M(llmops.serving.vllm_kv_predict) (instance view entries with C(weights) and C(kv)).
-  - Also provides C(gpu_preflight_instances) (the instance fields the checks read, from
-    C(vllm_instances) and C(vllm_common_args)) and C(gpu_model_weights) (weights estimate from a
-    model's config.json).
-positional: settings
-options:
-  _input:
-    description: The C(llmops_gpu) facts.
-    type: dict
-    required: true
-  settings:
-    description: Check settings (see roles/gpu_preflight).
-    type: dict
-    required: true
-"""
+# Documentation: gpu_preflight_report.yml and gpu_model_weights.yml beside this file.
 
 from ansible.errors import AnsibleFilterError
 

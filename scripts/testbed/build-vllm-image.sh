@@ -12,7 +12,7 @@ if docker image inspect "$image" >/dev/null 2>&1; then
   echo "vllm image $image: present"
   exit 0
 fi
-node=llmops-imgbuild
+node=${LLMOPS_IMGBUILD_NODE:-llmops-imgbuild}
 "$here/start-node.sh" "$node" "$base"
 trap 'docker rm -f "$node" >/dev/null 2>&1 || true' EXIT
 find_links=()

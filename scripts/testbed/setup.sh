@@ -19,6 +19,7 @@ fi
 t0=$(date +%s)
 "$here/build-base-image.sh"
 t1=$(date +%s)
-"$here/build-vllm-image.sh"
+# The demo builds no vLLM image of its own (it installs vLLM once, in its node).
+[ -n "${LLMOPS_SKIP_VLLM_IMAGE:-}" ] || "$here/build-vllm-image.sh"
 t2=$(date +%s)
 echo "testbed: base image $((t1 - t0)) s, vllm image $((t2 - t1)) s"

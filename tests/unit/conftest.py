@@ -7,3 +7,26 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from collection_path import ROOT  # noqa: E402,F401  pylint: disable=wrong-import-position
 
 FIXTURES = os.path.join(ROOT, "tests", "fixtures")
+
+
+def ansible_tool(name):
+    """Path of an ansible CLI (ansible-playbook, ansible-doc, ...): the one
+    beside this Python (the tools venv, also when its bin/ is not on PATH),
+    else PATH. Fails instead of skipping: the tests need it."""
+    import shutil  # pylint: disable=import-outside-toplevel
+    here = os.path.join(os.path.dirname(sys.executable), name)
+    exe = here if os.access(here, os.X_OK) else shutil.which(name)
+    assert exe, "%s not found beside %s nor on PATH: run `make venv`" % (name, sys.executable)
+    return exe
+
+
+def ansible_env():
+    """Environment for ansible CLIs run from the tests: the repo's ansible.cfg
+    and the staged collection + the tools venv's bundled collections."""
+    import sysconfig  # pylint: disable=import-outside-toplevel
+    env = dict(os.environ)
+    env["ANSIBLE_CONFIG"] = os.path.join(ROOT, "ansible.cfg")
+    env["ANSIBLE_COLLECTIONS_PATH"] = os.pathsep.join(
+        [os.path.join(ROOT, ".cache", "collections"), sysconfig.get_paths()["purelib"]])
+    env["ANSIBLE_HOME"] = os.path.join(ROOT, ".cache", "ansible-home")
+    return env

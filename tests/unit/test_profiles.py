@@ -7,23 +7,20 @@ vLLM's own parser checks them too (one child process for all profiles).
 """
 import json
 import os
-import shutil
 import subprocess
 
 import pytest
 
 from ansible_collections.llmops.serving.plugins.module_utils import vllm_flags as F
 
-from conftest import ROOT
+from conftest import ROOT, ansible_tool
 
 PROFILES = {"a100": 8, "h100": 8, "h200": 8}
 LISTS = ("vllm_instances", "vllm_instances_8x_tp1", "vllm_profile_examples")
 
 
 def load(profile):
-    exe = shutil.which("ansible-inventory")
-    if not exe:
-        pytest.skip("ansible-inventory not on PATH")
+    exe = ansible_tool("ansible-inventory")
     out = subprocess.run([exe, "-i", os.path.join(ROOT, "inventories", profile), "--list"],
                          capture_output=True, text=True, check=True, cwd=ROOT).stdout
     data = json.loads(out)
