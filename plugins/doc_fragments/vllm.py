@@ -24,6 +24,12 @@ options:
         C(Authorization: Bearer). vLLM protects C(/v1) only with it (not C(/health),
         C(/version) or C(/metrics)); a proxy in front may protect more. Never logged."
     type: str
+  api_key_env_file:
+    description:
+      - Read the API key from C(VLLM_API_KEY) in this environment file on the target (the vllm_service
+        role's root-only C(/etc/vllm/NAME.env); C(env_path) of the instance view) when O(api_key) is not
+        given. The key then never passes through the controller. A missing file or variable means no key.
+    type: path
   timeout:
     description: Timeout of each HTTP request, in seconds.
     type: float

@@ -161,11 +161,19 @@ def _type_error(key, spec, value):
             hint = ""
             if key == "gateway_mode" and str(value) == "in-cluster":
                 hint = " (the help text says 'in-cluster' but the real value is 'incluster')"
+            where = ROLE_VARIABLES.get(key)
+            if where:
+                hint += "; set %s (or %s in gpustack_config / gpustack_server_config)" % (where, key)
             return "%s must be one of %s, got %r%s" % (key, ", ".join(choices), value, hint)
         pattern = spec.get("pattern")
         if pattern and not re.match(pattern, str(value)):
             return "%s must match %s, got %r" % (key, pattern, value)
     return None
+
+
+# config.yaml keys the gpustack role sets from its own variables: an error
+# about them names the variable to change.
+ROLE_VARIABLES = {"gateway_mode": "gpustack_gateway_mode"}
 
 
 def validate_config(config, schema):

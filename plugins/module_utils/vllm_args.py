@@ -3,6 +3,11 @@
 # Apache License 2.0 (see LICENSE)
 """Render vLLM options given as data into argv, and quote argv for systemd.
 
+Who does what: this file RENDERS (data -> argv -> quoted ExecStart line);
+``vllm_flags.py`` VALIDATES options (fictional flags, ranges, the installed
+vLLM's parser); ``vllm_instance.py`` COMPOSES both into the instance view
+that the role, its templates and other playbooks read.
+
 Shared by the ``vllm_cli_args`` / ``systemd_exec_quote`` filters and the
 modules that validate flags, so that what is validated is byte-for-byte what
 the unit runs.
@@ -13,6 +18,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import json
+import re
 
 SERVER_MODULE = "vllm.entrypoints.openai.api_server"
 
@@ -96,18 +102,32 @@ def instance_argv(instance, python, common_args=None):
 
 
 _SPECIAL = set(' \t\n"\'\\;')
+# C0 controls, DEL and C1 controls: systemd ends a unit-file line at CR as well
+# as LF, so an unescaped CR in a value starts a new directive.
+CONTROL_CHARS = re.compile(u"[\x00-\x1f\x7f-\x9f]")
+
+
+def _escape_control(match):
+    code = ord(match.group(0))
+    if code < 0x80:
+        return "\\x%02x" % code
+    return "\\u%04x" % code
 
 
 def systemd_quote(arg):
     """Quote one argument for an ExecStart= line.
 
     systemd expands ``%`` specifiers and ``$VAR`` in ExecStart, so both are
-    doubled; arguments with blanks, quotes, backslashes or ``;`` are wrapped in
-    double quotes with C-style escapes.
+    doubled; arguments with blanks, quotes, backslashes, ``;`` or control
+    characters are wrapped in double quotes with C-style escapes (a control
+    character becomes ``\\xNN`` / ``\\uNNNN``, so no CR or LF ever reaches
+    the file). The instance view rejects control characters before anything
+    is rendered; the escaping keeps this function safe on its own.
     """
     arg = str(arg).replace("%", "%%").replace("$", "$$")
-    if arg == "" or any(c in _SPECIAL for c in arg):
-        arg = '"' + arg.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
+    if arg == "" or any(c in _SPECIAL for c in arg) or CONTROL_CHARS.search(arg):
+        arg = arg.replace("\\", "\\\\").replace('"', '\\"')
+        arg = '"' + CONTROL_CHARS.sub(_escape_control, arg) + '"'
     return arg
 
 

@@ -41,11 +41,50 @@ def connection_argument_spec(timeout=10, with_validate_certs=True):
     spec = dict(
         url=dict(type="str", default="http://127.0.0.1:8000"),
         api_key=dict(type="str", no_log=True),
+        api_key_env_file=dict(type="path"),
         timeout=dict(type="float", default=timeout),
     )
     if with_validate_certs:
         spec["validate_certs"] = dict(type="bool", default=True)
     return spec
+
+
+def read_env_file_key(path, name="VLLM_API_KEY"):
+    """``NAME="value"`` of a systemd EnvironmentFile as the vllm_service role
+    writes it (double quotes, backslash escapes); "" when absent."""
+    try:
+        with open(path) as f:
+            lines = f.read().splitlines()
+    except (IOError, OSError):
+        return ""
+    for line in lines:
+        if not line.startswith(name + "="):
+            continue
+        value = line[len(name) + 1:]
+        if len(value) >= 2 and value[0] == value[-1] == '"':
+            value = value[1:-1]
+            out, i = [], 0
+            while i < len(value):
+                if value[i] == "\\" and i + 1 < len(value):
+                    i += 1
+                out.append(value[i])
+                i += 1
+            value = "".join(out)
+        return value
+    return ""
+
+
+def resolve_api_key(module):
+    """``api_key``, else VLLM_API_KEY from ``api_key_env_file`` (the
+    instance's root-only env file: the key never passes through the
+    controller); registered as a no_log value either way."""
+    p = module.params
+    key = p.get("api_key")
+    if not key and p.get("api_key_env_file"):
+        key = read_env_file_key(p["api_key_env_file"])
+        if key:
+            module.no_log_values.add(key)
+    return key or None
 
 
 def require_libs(module, libs=None):

@@ -17,6 +17,11 @@ Three layers, cheapest first:
    parses every instance's argv; ``map_parser_error`` maps its messages back
    to the variable that produced the option.
 
+Who does what: ``vllm_args.py`` renders options into argv and quotes it for
+systemd; this file validates options; ``vllm_instance.py`` composes both into
+the instance view (and runs ``check_fictional``/``check_ranges`` on the
+controller, before any host is touched).
+
 Every problem is a dict ``{"path": <variable path>, "option": <flag or key>,
 "kind": <fictional|raw_key|reserved|range|port|parser|engine>, "msg": <text>}``.
 """
@@ -116,6 +121,20 @@ FICTIONAL_ENV = {
         "vllm_common_args (--attention-backend)"),
 }
 
+# Device-fitting advice where the CUDA advice would be wrong: the CPU build
+# has its own attention backend and picks it itself; FLASH_ATTN there only
+# makes vLLM log that it cannot use it and fall back.
+FICTIONAL_ENV_CPU = {
+    "VLLM_ATTENTION_BACKEND": (
+        "environment variable `VLLM_ATTENTION_BACKEND` is ignored by vLLM 0.32 (only a "
+        "warning); on a CPU host remove it - the CPU build chooses its own attention "
+        "backend (FLASH_ATTN and the other GPU backends do not run there)"),
+}
+
+# vLLM 0.32's default --gpu-memory-utilization; the role passes its own named
+# default (vllm_default_gpu_memory_utilization) in its place.
+DEFAULT_GPU_MEMORY_UTILIZATION = 0.92
+
 _RAW_KEY = re.compile(r"^-|\s|=")
 
 
@@ -166,32 +185,36 @@ def _fictional_in_args(options, base_path):
     return problems
 
 
-def _fictional_in_env(env, base_path):
+def _fictional_in_env(env, base_path, device="auto"):
     problems = []
+    table = FICTIONAL_ENV_CPU if device == "cpu" else FICTIONAL_ENV
     if env is None:
         return problems
     if not isinstance(env, dict):
         return [problem(base_path, None, "type", "%s must be a dict of environment variables, got %s"
                         % (base_path, type(env).__name__))]
     for key, value in env.items():
-        if str(key) in FICTIONAL_ENV:
+        if str(key) in table:
             path = "%s.%s" % (base_path, key)
             problems.append(problem(path, str(key), "fictional", "%s: %s" % (
-                path, FICTIONAL_ENV[str(key)].format(value=value or "FLASH_ATTN"))))
+                path, table[str(key)].format(value=value or "FLASH_ATTN"))))
     return problems
 
 
-def check_fictional(instances, common_args=None, common_env=None):
-    """Problems from fictional/removed options, raw flag keys and reserved keys."""
+def check_fictional(instances, common_args=None, common_env=None, device="auto"):
+    """Problems from fictional/removed options, raw flag keys and reserved keys.
+
+    ``device`` (cpu/cuda/auto) picks advice that fits the host.
+    """
     problems = []
     problems += _fictional_in_args(common_args, COMMON_ARGS_VAR)
-    problems += _fictional_in_env(common_env, COMMON_ENV_VAR)
+    problems += _fictional_in_env(common_env, COMMON_ENV_VAR, device)
     for i, inst in enumerate(instances or []):
         if not isinstance(inst, dict):
             problems.append(problem(_inst_path(i), None, "type", "%s must be a dict" % _inst_path(i)))
             continue
         problems += _fictional_in_args(inst.get("args"), _inst_path(i, "args"))
-        problems += _fictional_in_env(inst.get("env"), _inst_path(i, "env"))
+        problems += _fictional_in_env(inst.get("env"), _inst_path(i, "env"), device)
         for key in inst:
             if normalize_key(key) in FICTIONAL_OPTIONS:
                 path = _inst_path(i, key)
@@ -230,11 +253,17 @@ def _as_int(value):
     return int(str(value))
 
 
-def check_ranges(instances, common_args=None, gpu_count=None, device="auto"):
-    """Range and consistency problems that need no vLLM."""
+def check_ranges(instances, common_args=None, gpu_count=None, device="auto",
+                 default_gpu_memory_utilization=DEFAULT_GPU_MEMORY_UTILIZATION):
+    """Range and consistency problems that need no vLLM.
+
+    ``default_gpu_memory_utilization``: the share an instance without the
+    option takes (the role's vllm_default_gpu_memory_utilization).
+    """
     problems = []
     ports = {}
     gpu_share = {}
+    unpinned = []
     for i, inst in enumerate(instances or []):
         if not isinstance(inst, dict):
             continue
@@ -302,6 +331,18 @@ def check_ranges(instances, common_args=None, gpu_count=None, device="auto"):
                 problems.append(problem(path, vllm_args.option_flag(label), "range",
                                         "%s: %s must be an integer >= 1 (got %r)" % (path, label, val)))
                 sizes[label] = (1, path)
+        # The uni executor runs the whole engine in one process: with more than
+        # one worker it waits forever for peers that never start.
+        key, backend = _lookup(opts, "distributed_executor_backend")
+        world = sizes["tensor_parallel_size"][0] * sizes["pipeline_parallel_size"][0]
+        if key is not None and str(backend) == "uni" and world > 1:
+            path = sizes["tensor_parallel_size"][1] or sizes["pipeline_parallel_size"][1]
+            problems.append(problem(path, "--distributed-executor-backend", "range",
+                                    "%s: tensor_parallel_size x pipeline_parallel_size = %d needs %d worker "
+                                    "processes, but distributed_executor_backend is `uni` (%s; one process): "
+                                    "the engine would wait for its peers until the readiness timeout. Use "
+                                    "tensor_parallel_size: 1 or distributed_executor_backend: mp"
+                                    % (path, world, world, option_source(i, inst, common_args, key))))
         gpus = inst.get("gpus")
         if gpus is not None and not isinstance(gpus, (list, tuple)):
             problems.append(problem(_inst_path(i, "gpus"), None, "type",
@@ -334,18 +375,31 @@ def check_ranges(instances, common_args=None, gpu_count=None, device="auto"):
                     problems.append(problem(_inst_path(i, "gpus"), None, "range",
                                             "%s: GPU(s) %r do not exist on this host (%d GPUs: 0..%d)"
                                             % (_inst_path(i, "gpus"), bad, int(gpu_count), int(gpu_count) - 1)))
+            share = gmu_f if gmu_f is not None else float(default_gpu_memory_utilization)
             if gpus is not None:
-                share = gmu_f if gmu_f is not None else 0.92
                 for g in gpus:
                     gpu_share.setdefault(str(g), []).append((i, share))
+            else:
+                unpinned.append((i, share))
+    # An instance without `gpus` sees every GPU of the host and takes its
+    # share of each: on a multi-instance host it shares them all.
+    pinned = set(i for users in gpu_share.values() for i, dummy in users)
+    if unpinned and len(unpinned) + len(pinned) > 1:
+        all_gpus = set(gpu_share) or set(["(every GPU)"])
+        if gpu_count is not None:
+            all_gpus |= set(str(g) for g in range(int(gpu_count)))
+        for g in all_gpus:
+            gpu_share.setdefault(g, []).extend(unpinned)
     for gpu, users in sorted(gpu_share.items()):
         total = sum(s for dummy, s in users)
         if len(users) > 1 and total > 1.0 + 1e-9:
             names = ", ".join("%s=%.2f" % (_inst_path(i), s) for i, s in users)
             problems.append(problem(_inst_path(users[-1][0], "gpus"), "--gpu-memory-utilization", "range",
                                     "GPU %s is shared by %s: gpu_memory_utilization adds up to %.2f > 1 "
-                                    "(the default is 0.92); give each instance its own GPUs or lower the shares"
-                                    % (gpu, names, total)))
+                                    "(an instance without the option takes vllm_default_gpu_memory_utilization "
+                                    "= %.2f; an instance without `gpus` uses every GPU); give each instance its "
+                                    "own GPUs (`gpus: [N]`) or lower the shares"
+                                    % (gpu, names, total, float(default_gpu_memory_utilization))))
     return problems
 
 

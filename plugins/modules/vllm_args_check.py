@@ -81,6 +81,42 @@ options:
     description: Look for listeners on the instances' ports (C(ss -Hltnp)) owned by something other than C(vllm@NAME).
     type: bool
     default: true
+  default_gpu_memory_utilization:
+    description:
+      - Share of each GPU an instance without C(gpu_memory_utilization) takes
+        (the role's C(vllm_default_gpu_memory_utilization); vLLM's default is 0.92).
+    type: float
+    default: 0.92
+  view:
+    description:
+      - The instance view (C(vllm_view), from the C(llmops.serving.vllm_instance_view) filter). When given, the
+        model of each instance is checked on the host too, before anything is installed - the directory exists
+        (unless O(fail_on_missing_model=false)), the service user can read it, C(ProtectHome) does not hide it,
+        a relative path or hub id is not used with C(HF_HUB_OFFLINE=1), and C(max_model_len) is not above the
+        model's C(max_position_embeddings) (times the C(rope_scaling) factor) from its C(config.json).
+    type: list
+    elements: dict
+  service_user:
+    description: User the service runs as (for the model readability check). A user that does not exist yet owns nothing.
+    type: str
+    default: vllm
+  service_group:
+    description: Group of the service user.
+    type: str
+    default: vllm
+  protect_home:
+    description: The unit's C(ProtectHome) value (C(true)/C(tmpfs) hide /home, /root and /run/user).
+    type: str
+    default: "true"
+  generated_models:
+    description: Model paths the role generates later in the same run (skipped by the model checks).
+    type: list
+    elements: path
+    default: []
+  fail_on_missing_model:
+    description: A missing model directory is a problem (false in check mode, where RV(missing_models) lists them).
+    type: bool
+    default: true
   timeout:
     description: Seconds the parser child may take.
     type: int
@@ -168,6 +204,11 @@ vllm_version:
   description: Version of the vLLM that parsed the argv.
   returned: when parser_checked
   type: str
+missing_models:
+  description: Names of the instances whose model directory is missing (only with O(view)).
+  returned: always
+  type: list
+  elements: str
 elapsed:
   description: Seconds the parser child took (import, parser build, all instances).
   returned: when parser_checked
@@ -184,6 +225,30 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.llmops.serving.plugins.module_utils import systemd
 from ansible_collections.llmops.serving.plugins.module_utils import vllm_args
 from ansible_collections.llmops.serving.plugins.module_utils import vllm_flags
+from ansible_collections.llmops.serving.plugins.module_utils import vllm_model_check
+
+
+def count_gpus(dev="/dev"):
+    """NVIDIA GPUs from /dev/nvidiaN (when the play did not gather gpu_info)."""
+    try:
+        return len([n for n in os.listdir(dev) if n.startswith("nvidia") and n[len("nvidia"):].isdigit()])
+    except OSError:
+        return None
+
+
+def model_entries(view, instances, common_args):
+    """The view entries with the variable path of their max_model_len."""
+    entries = []
+    for i, entry in enumerate(view or []):
+        e = dict(entry)
+        e["index"] = i
+        if i < len(instances):
+            opts = vllm_flags.merged_options(instances[i], common_args)
+            key, dummy = vllm_flags._lookup(opts, "max_model_len")
+            if key is not None:
+                e["max_model_len_path"] = vllm_flags.option_source(i, instances[i], common_args, key)
+        entries.append(e)
+    return entries
 
 
 def _main_pids(module, names):
@@ -276,6 +341,13 @@ def main():
             check_ports=dict(type="bool", default=True),
             timeout=dict(type="int", default=300),
             cache_dir=dict(type="path"),
+            default_gpu_memory_utilization=dict(type="float", default=0.92),
+            view=dict(type="list", elements="dict"),
+            service_user=dict(type="str", default="vllm"),
+            service_group=dict(type="str", default="vllm"),
+            protect_home=dict(type="str", default="true"),
+            generated_models=dict(type="list", elements="path", default=[]),
+            fail_on_missing_model=dict(type="bool", default=True),
         ),
         supports_check_mode=True,
     )
@@ -292,8 +364,19 @@ def main():
             if not inst.get(key):
                 problems.append(vllm_flags.problem("vllm_instances[%d].%s" % (i, key), None, "type",
                                                    "vllm_instances[%d].%s is required" % (i, key)))
-    problems += vllm_flags.check_fictional(instances, common_args, p["common_env"])
-    problems += vllm_flags.check_ranges(instances, common_args, p["gpu_count"], device)
+    gpu_count = p["gpu_count"]
+    if gpu_count is None and device == "cuda":
+        gpu_count = count_gpus()
+    problems += vllm_flags.check_fictional(instances, common_args, p["common_env"], device)
+    problems += vllm_flags.check_ranges(instances, common_args, gpu_count, device,
+                                        p["default_gpu_memory_utilization"])
+
+    missing_models = []
+    if p["view"] is not None:
+        model_problems, missing_models = vllm_model_check.check_models(
+            model_entries(p["view"], instances, common_args), p["service_user"], p["service_group"],
+            p["protect_home"], p["generated_models"], p["fail_on_missing_model"])
+        problems += [vllm_flags.problem("vllm_instances", None, "model", m) for m in model_problems]
 
     if p["check_ports"]:
         ss = module.get_bin_path("ss")
@@ -304,7 +387,7 @@ def main():
                 pids = _main_pids(module, [i.get("name") for i in instances if i.get("name")])
                 problems += vllm_flags.check_ports(instances, listeners, vllm_flags.unit_of_pid, pids)
 
-    result = dict(changed=False, parser_checked=False)
+    result = dict(changed=False, parser_checked=False, missing_models=missing_models)
     valid = [i for i, inst in enumerate(instances) if inst.get("model") and inst.get("name")]
     result["argv"] = dict((instances[i]["name"], vllm_args.instance_argv(instances[i], p["python"], common_args))
                           for i in valid)

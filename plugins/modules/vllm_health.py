@@ -253,7 +253,7 @@ import time
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.llmops.serving.plugins.module_utils.vllm_client import (
-    VllmClient, combine_state, connection_argument_spec, journal_tail, require_libs, strip_probe, unit_state)
+    VllmClient, combine_state, connection_argument_spec, resolve_api_key, journal_tail, require_libs, strip_probe, unit_state)
 from ansible_collections.llmops.serving.plugins.module_utils import vllm_watchdog
 
 
@@ -341,7 +341,7 @@ def main():
         module.fail_json(msg="readiness_max_tokens must be >= 1 (got %s)" % p["readiness_max_tokens"])
     if not p["url"].startswith(("http://", "https://")):
         module.fail_json(msg="url must start with http:// or https:// (got %s)" % p["url"])
-    client = VllmClient(p["url"], api_key=p["api_key"], timeout=p["timeout"], validate_certs=p["validate_certs"])
+    client = VllmClient(p["url"], api_key=resolve_api_key(module), timeout=p["timeout"], validate_certs=p["validate_certs"])
     start = time.monotonic()
     polls = 0
     inactive_polls = 0

@@ -136,7 +136,7 @@ error:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.llmops.serving.plugins.module_utils.vllm_client import (
-    HAS_REQUESTS, REQUESTS_IMPORT_ERROR, VllmClient, connection_argument_spec, journal_text, require_libs,
+    HAS_REQUESTS, REQUESTS_IMPORT_ERROR, VllmClient, connection_argument_spec, resolve_api_key, journal_text, require_libs,
     strip_probe)
 from ansible_collections.llmops.serving.plugins.module_utils.vllm_metrics import (
     HAS_PROMETHEUS_CLIENT, PROMETHEUS_CLIENT_IMPORT_ERROR, parse_metrics, parse_startup_log, summarize_models)
@@ -157,7 +157,7 @@ def main():
     p = module.params
     if p["source"] == "journal" and not p["unit"]:
         module.fail_json(msg="source=journal needs unit (the systemd unit whose journal holds the startup log)")
-    client = VllmClient(p["url"], api_key=p["api_key"], timeout=p["timeout"], validate_certs=p["validate_certs"])
+    client = VllmClient(p["url"], api_key=resolve_api_key(module), timeout=p["timeout"], validate_certs=p["validate_certs"])
     result = dict(changed=False, url=client.url, source="none", engines=[], models={}, metrics_probe=None,
                   error=None)
     errors = []

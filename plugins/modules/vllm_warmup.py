@@ -155,7 +155,7 @@ duration_s:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.llmops.serving.plugins.module_utils.vllm_client import (
-    connection_argument_spec, require_libs)
+    connection_argument_spec, resolve_api_key, require_libs)
 from ansible_collections.llmops.serving.plugins.module_utils.vllm_warmup import (
     HAS_REQUESTS, REQUESTS_IMPORT_ERROR, WarmupError, plan_prompt_lengths, run_warmup)
 
@@ -203,7 +203,7 @@ def main():
     try:
         result = run_warmup(p["url"], model=p["model"], prompt_lens=lens, histogram=hist,
                             max_tokens=p["max_tokens"], count=p["count"], concurrency=p["concurrency"],
-                            api_key=p["api_key"], timeout=p["timeout"],
+                            api_key=resolve_api_key(module), timeout=p["timeout"],
                             wait_ready_timeout=p["wait_ready_timeout"], prompt_format=p["prompt_format"])
     except WarmupError as e:
         if p["fail_on_error"]:

@@ -92,3 +92,16 @@ def test_profiles_pass_the_installed_vllm_parser():
         bad += ["%s %s" % (where, p["msg"]) for p in F.parser_problems([res], [fmap], [i])]
     assert bad == [], "\n".join(bad)
     assert len(out["results"]) == len(argvs) > 20
+
+
+@pytest.mark.parametrize("profile", sorted(PROFILES))
+def test_profile_instance_view_builds(profile):
+    """The instance view (every per-instance rule of vllm_service) accepts each deployable list."""
+    from ansible_collections.llmops.serving.plugins.module_utils import vllm_instance as V
+    hv = load(profile)
+    settings = {"device": "cuda", "gpu_count": PROFILES[profile], "common_args": hv.get("vllm_common_args") or {},
+                "common_env": hv.get("vllm_common_env") or {"HF_HUB_OFFLINE": "1"}}
+    for name in ("vllm_instances", "vllm_instances_8x_tp1"):
+        if name in hv:
+            view = V.build_view(hv[name], settings)
+            assert all(v["url"].startswith("http://127.0.0.1:") for v in view), (profile, name)

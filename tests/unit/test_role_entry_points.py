@@ -40,7 +40,6 @@ PRIVATE_RE = re.compile(r"(?<!\w)_(%s)_\w+" % "|".join(sorted(PRIVATE_PREFIXES, 
 # to gpu_preflight. Remove a line when its playbook is converted: the test
 # fails on a line that is no longer needed.
 PENDING_PRIVATE = {
-    ("playbooks/drift.yml", "vllm_service"),
     ("playbooks/report.yml", "vllm_service"),
 }
 PENDING_DEFAULTS = {

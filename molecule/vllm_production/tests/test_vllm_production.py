@@ -42,6 +42,36 @@ def test_bad_flags_fail_before_any_change(outcomes, step, needle):
     assert after["health"] == {"8201": 200, "8202": 200}
 
 
+# Issue 13's holes (side_effect.yml): (step, words the message must contain).
+BAD_INPUTS = [
+    ("control_char", ["vllm_instances[1].served_model_name", "control character"]),
+    ("dot_name", ["vllm_instances[1].name", "'..'"]),
+    ("low_port", ["vllm_instances[1].port", "1024..65535"]),
+    ("public_bind", ["vllm_instances[1].host", "/invocations", "vllm_allow_unauthenticated_public_bind"]),
+    ("secret_arg", ["vllm_instances[1].args.hf_token", "put it in env"]),
+    ("tp_uni", ["tensor_parallel_size", "uni", "distributed_executor_backend: mp"]),
+    ("model_len", ["vllm_instances[1].args.max_model_len = 4096", "max_position_embeddings 2048"]),
+    ("unreadable_model", ["vllm_instances[1].model /srv/models/tiny-private", "cannot be read by the service user vllm"]),
+]
+
+
+@pytest.mark.parametrize("step,needles", BAD_INPUTS, ids=[b[0] for b in BAD_INPUTS])
+def test_bad_instance_values_fail_before_any_change(outcomes, step, needles):
+    before, after = outcomes["before"], outcomes[step]
+    assert after["failed"], after
+    for needle in needles:
+        assert needle in after["msg"], (needle, after["msg"])
+    assert "preflight" in after["task"].lower() or "options" in after["task"].lower(), after["task"]
+    assert after["pids"] == before["pids"]
+    assert after["files"] == before["files"]
+    assert after["health"] == {"8201": 200, "8202": 200}
+    assert after["completion_status"] == 200
+
+
+def test_secret_arg_value_is_not_shown(outcomes):
+    assert "hf_molecule_not_a_token" not in outcomes["secret_arg"]["msg"]
+
+
 def test_fictional_flag_names_the_real_replacement(outcomes):
     msg = outcomes["fictional_flag"]["msg"]
     assert "swap_space" in msg and ("kv_cache_memory_bytes" in msg or "KVCACHE" in msg or "remove" in msg), msg

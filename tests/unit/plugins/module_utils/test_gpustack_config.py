@@ -94,3 +94,8 @@ def test_diff_schema():
     s = schema()
     assert gc.diff_schema(s, list(s) + ["host"]) == ([], ["host"])
     assert gc.diff_schema(s, [k for k in s if k != "port"]) == (["port"], [])
+
+
+def test_gateway_mode_error_names_the_role_variable():
+    errors = gc.validate_config({"gateway_mode": "sidecar"}, schema())
+    assert "gpustack_gateway_mode" in errors[0], errors

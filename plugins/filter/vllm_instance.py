@@ -1,0 +1,49 @@
+# -*- coding: utf-8 -*-
+# Copyright: llmops.serving contributors
+# Apache License 2.0 (see LICENSE)
+"""The instance view of vllm_service and the one key lookup.
+
+Docs: vllm_instance_view.yml and vllm_instance_api_key.yml next to this file.
+vllm_args.py renders argv, vllm_flags.py validates options, and
+module_utils/vllm_instance.py composes them into the view.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.llmops.serving.plugins.module_utils import vllm_instance
+
+
+def vllm_instance_view(instances, settings):
+    if not isinstance(settings, dict):
+        raise AnsibleFilterError("vllm_instance_view expects the settings dict as its argument, got %s"
+                                 % type(settings).__name__)
+    try:
+        return vllm_instance.build_view(instances, settings)
+    except vllm_instance.InstanceViewError as e:
+        raise AnsibleFilterError(str(e))
+
+
+def vllm_instance_api_key(name, api_key, api_keys):
+    # Only instance.env.j2 calls this: the value never goes into a fact,
+    # a loop or a module argument.
+    return vllm_instance.instance_api_key(name, api_key, api_keys)
+
+
+def vllm_instance_env(name, instances, settings):
+    for inst in instances or []:
+        if isinstance(inst, dict) and inst.get("name") == name:
+            return vllm_instance.instance_env(inst, settings or {})
+    raise AnsibleFilterError("vllm_instance_env: no instance named %r in vllm_instances" % (name,))
+
+
+class FilterModule(object):
+    def filters(self):
+        return {
+            "vllm_instance_view": vllm_instance_view,
+            "vllm_instance_api_key": vllm_instance_api_key,
+            "vllm_instance_env": vllm_instance_env,
+        }
