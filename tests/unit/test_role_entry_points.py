@@ -44,7 +44,6 @@ PENDING_PRIVATE = {
 }
 PENDING_DEFAULTS = {
     ("playbooks/drift.yml", "gpu_preflight"),
-    ("playbooks/report.yml", "vllm_service"),
     ("playbooks/tune.yml", "vllm_service"),
 }
 
