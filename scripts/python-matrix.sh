@@ -10,6 +10,8 @@ cd "$(dirname "$0")/.."
 suite=${1:-trixie}
 image=${LLMOPS_PYTHON_IMAGE:-llmops/debian-python:$suite}
 scripts/testbed/build-python-image.sh "$suite"
+# promtool for the monitoring tests, from this host's Debian package (trixie's has none).
+scripts/fetch-promtool.sh >/dev/null
 mounts=(-v "$PWD:$PWD")
 # This machine's pip configuration (index mirrors, CA bundle, local wheels), when it has one.
 for p in /etc/pip.conf /etc/xdg/pip "$HOME/.config/pip" /opt/pypi /opt/pypi-more /opt/wheels /etc/ssl/certs/ca-certificates.crt; do

@@ -30,26 +30,19 @@ NODE_CAPTURE = os.path.join(FIXTURES, "prometheus-node-exporter-1.5.0", "metrics
 
 
 def _promtool():
-    """promtool from PATH, else from the Debian package `prometheus` unpacked
-    under .cache/promtool (apt-get download: nothing installed, no service)."""
+    """promtool from PATH, else the static binary of the Debian package
+    `prometheus` unpacked under .cache/promtool (scripts/fetch-promtool.sh:
+    nothing installed, no service)."""
     found = shutil.which("promtool")
     if found:
         return found
-    cache = os.path.join(ROOT, ".cache", "promtool")
-    binary = os.path.join(cache, "usr", "bin", "promtool")
-    if not os.path.exists(binary):
-        os.makedirs(cache, exist_ok=True)
-        for attempt in range(2):
-            res = subprocess.run(["apt-get", "download", "prometheus"], cwd=cache, capture_output=True, text=True, check=False)
-            if res.returncode == 0:
-                break
-            if attempt == 0 and os.geteuid() == 0:
-                subprocess.run(["apt-get", "update", "-qq"], capture_output=True, check=False)
-        else:
-            pytest.fail("promtool is missing and `apt-get download prometheus` failed: %s" % res.stderr[-500:])
-        deb = sorted(glob.glob(os.path.join(cache, "prometheus_*.deb")))[-1]
-        subprocess.run(["dpkg-deb", "-x", deb, cache], check=True)
-    return binary
+    cache = os.path.join(ROOT, ".cache", "promtool", "usr", "bin", "promtool")
+    if os.access(cache, os.X_OK):
+        return cache
+    res = subprocess.run([os.path.join(ROOT, "scripts", "fetch-promtool.sh")], capture_output=True, text=True, check=False)
+    if res.returncode != 0 or not os.access(res.stdout.strip(), os.X_OK):
+        pytest.fail("promtool is missing: scripts/fetch-promtool.sh said: %s" % (res.stderr or res.stdout)[-500:])
+    return res.stdout.strip()
 
 
 @pytest.fixture(scope="module")
