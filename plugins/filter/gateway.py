@@ -1,0 +1,49 @@
+# -*- coding: utf-8 -*-
+# Copyright: llmops.serving contributors
+# Apache License 2.0 (see LICENSE)
+"""Filters of the gateway role (backends from the inventory, model and key maps, server names)."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.llmops.serving.plugins.module_utils import gateway
+
+
+def _wrap(func, *args):
+    try:
+        return func(*args)
+    except gateway.GatewayConfigError as exc:
+        raise AnsibleFilterError(str(exc))
+
+
+def gateway_backends(views, settings):
+    """{host: [vllm_view...]} + settings -> checked list of backends."""
+    backends = _wrap(gateway.build_backends, views, settings)
+    _wrap(gateway.check_settings, backends, settings, views)
+    return backends
+
+
+def gateway_model_map(backends):
+    return gateway.model_map(backends)
+
+
+def gateway_key_map(api_key, api_keys, models):
+    """keys.map lines (key digests only). Call it only from a no_log task or template."""
+    return _wrap(gateway.key_map_lines, api_key, api_keys, models)
+
+
+def gateway_server_name(instance, host):
+    return gateway.server_name(host, instance)
+
+
+class FilterModule(object):
+    def filters(self):
+        return {
+            "gateway_backends": gateway_backends,
+            "gateway_model_map": gateway_model_map,
+            "gateway_key_map": gateway_key_map,
+            "gateway_server_name": gateway_server_name,
+        }

@@ -1,0 +1,226 @@
+# -*- coding: utf-8 -*-
+# Copyright: llmops.serving contributors
+# Apache License 2.0 (see LICENSE)
+"""The gateway's backends, model map and key map, built from the inventory.
+
+Pure functions (stdlib only), used by the ``gateway_*`` filters on the
+controller and by the vllm_service role's drain/ready calls (server names).
+
+Inputs:
+  views: ``{inventory_host: [instance view, ...]}`` where an instance view is
+    the ``vllm_view`` contract (fields used here: ``name``, ``served_name``,
+    ``served_model_name``, ``host``, ``port``).
+  settings: dict with
+    gateway_host: inventory name of the gateway host
+    upstream_addresses: ``{inventory_host: address}`` (``gateway_upstream_address``
+      of each vLLM host, may be empty)
+    backends: ``gateway_backends`` (``{served name: ["HOST/INSTANCE", ...]}``),
+      empty = every instance of ``views``, grouped by ``served_name``
+    frontend_port (int), tls (bool), tls_cert_exists,
+    tls_key_exists (bool or None when no TLS)
+
+Every error raises ``GatewayConfigError`` with the variable and the fix.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import hashlib
+import re
+
+WILDCARDS = ("0.0.0.0", "::", "")
+LOOPBACKS = ("127.0.0.1", "::1", "localhost")
+_NAME_BAD = re.compile(r"[^A-Za-z0-9_.-]")
+
+
+class GatewayConfigError(ValueError):
+    """Bad gateway input: the message names the variable and the fix."""
+
+
+def safe_name(text):
+    """An HAProxy-safe identifier (backend/server names): [A-Za-z0-9_.-] only."""
+    return _NAME_BAD.sub("_", str(text))
+
+
+def backend_name(served_name):
+    return "m_" + safe_name(served_name)
+
+
+def server_name(host, instance):
+    """The HAProxy server name of instance ``instance`` on inventory host ``host``."""
+    return safe_name("%s__%s" % (host, instance))
+
+
+def _served_names(view):
+    names = view.get("served_model_name") or []
+    if isinstance(names, str):
+        names = [names]
+    first = view.get("served_name") or (names[0] if names else view.get("model"))
+    out = [str(first)]
+    out.extend(str(n) for n in names if str(n) != str(first))
+    return out
+
+
+def _address(host, view, settings):
+    """Address the gateway uses for ``view`` on ``host``."""
+    bind = str(view.get("host", "127.0.0.1") or "")
+    upstream = (settings.get("upstream_addresses") or {}).get(host) or ""
+    gateway_host = settings.get("gateway_host")
+    if upstream:
+        return str(upstream)
+    if bind in LOOPBACKS:
+        if host == gateway_host:
+            return bind if bind != "localhost" else "127.0.0.1"
+        raise GatewayConfigError(
+            "instance %s on %s binds %s, which the gateway on %s cannot reach: bind it to a private "
+            "address (vllm_host / vllm_instances[].host) or set gateway_upstream_address for %s"
+            % (view.get("name"), host, bind, gateway_host, host))
+    if bind in WILDCARDS:
+        raise GatewayConfigError(
+            "instance %s on %s binds %s (every interface): set gateway_upstream_address for %s to the "
+            "private address the gateway should use (and prefer binding vLLM to that address)"
+            % (view.get("name"), host, bind or "''", host))
+    return bind
+
+
+def _index(views):
+    """{"HOST/INSTANCE": (host, view)} of every instance."""
+    out = {}
+    for host in sorted(views or {}):
+        for view in views[host] or []:
+            out["%s/%s" % (host, view["name"])] = (host, view)
+    return out
+
+
+def build_backends(views, settings):
+    """The gateway's backends: a sorted list of dicts.
+
+    ``{"name", "model", "aliases", "servers": [{"name", "address", "port", "endpoint", "host", "instance"}]}``
+    """
+    index = _index(views)
+    explicit = settings.get("backends") or {}
+    groups = {}
+    aliases = {}
+    if explicit:
+        if not isinstance(explicit, dict):
+            raise GatewayConfigError("gateway_backends must be a dict {served model name: [HOST/INSTANCE, ...]}")
+        for model, refs in explicit.items():
+            if isinstance(refs, str) or not isinstance(refs, (list, tuple)) or not refs:
+                raise GatewayConfigError(
+                    "gateway_backends[%s] must be a non-empty list of HOST/INSTANCE references" % model)
+            for ref in refs:
+                if ref not in index:
+                    raise GatewayConfigError(
+                        "gateway_backends[%s] names %s, which is no instance of the inventory: use "
+                        "INVENTORY_HOST/INSTANCE_NAME of a host in the vllm group (known: %s)"
+                        % (model, ref, ", ".join(sorted(index)) or "none"))
+                groups.setdefault(str(model), []).append(index[ref])
+    else:
+        for ref in sorted(index):
+            host, view = index[ref]
+            names = _served_names(view)
+            groups.setdefault(names[0], []).append((host, view))
+            for alias in names[1:]:
+                aliases.setdefault(names[0], set()).add(alias)
+
+    backends = []
+    seen_addr = {}
+    for model in sorted(groups):
+        servers = []
+        for host, view in groups[model]:
+            address = _address(host, view, settings)
+            port = int(view.get("port", 8000))
+            key = (address, port)
+            if key in seen_addr and seen_addr[key] != (host, view["name"]):
+                other = seen_addr[key]
+                raise GatewayConfigError(
+                    "instances %s/%s and %s/%s both resolve to %s:%d for the gateway: give them distinct "
+                    "gateway_upstream_address or ports (vllm_instances[].port)"
+                    % (other[0], other[1], host, view["name"], address, port))
+            seen_addr[key] = (host, view["name"])
+            endpoint = ("[%s]:%d" if ":" in address else "%s:%d") % (address, port)
+            servers.append(dict(name=server_name(host, view["name"]), address=address, port=port,
+                                endpoint=endpoint, host=host, instance=view["name"]))
+        backends.append(dict(name=backend_name(model), model=model,
+                             aliases=sorted(aliases.get(model, set())), servers=servers))
+    names = {}
+    for b in backends:
+        for n in [b["model"]] + b["aliases"]:
+            if not n or any(c.isspace() for c in n):
+                raise GatewayConfigError(
+                    "served model name %r cannot be routed by the gateway (empty or with blanks): "
+                    "set served_model_name without blanks" % n)
+            if n in names and names[n] != b["name"]:
+                raise GatewayConfigError(
+                    "served model name %s belongs to two backends (%s, %s): give the instances distinct "
+                    "served_model_name values or list them in gateway_backends" % (n, names[n], b["name"]))
+            names[n] = b["name"]
+    return backends
+
+
+def model_map(backends):
+    """``{served name or alias: backend name}`` (models.map of the gateway)."""
+    out = {}
+    for b in backends:
+        for n in [b["model"]] + b["aliases"]:
+            out[n] = b["name"]
+    return out
+
+
+def check_settings(backends, settings, views):
+    """Port clash / TLS files / empty fleet, before anything changes."""
+    if not backends and settings.get("require_backends", True):
+        raise GatewayConfigError(
+            "the gateway has no backend: no host of the vllm group publishes an instance (vllm_view) "
+            "and gateway_backends is empty; add vLLM hosts or list instances in gateway_backends")
+    port = int(settings.get("frontend_port") or 0)
+    if not 0 < port < 65536:
+        raise GatewayConfigError("gateway_port must be a TCP port (1-65535), got %r" % settings.get("frontend_port"))
+    gw = settings.get("gateway_host")
+    for view in (views or {}).get(gw) or []:
+        if int(view.get("port", 8000)) == port:
+            raise GatewayConfigError(
+                "gateway_port %d clashes with vLLM instance %s on the gateway host %s: pick another gateway_port "
+                "or move the instance (vllm_instances[].port)" % (port, view.get("name"), gw))
+    if settings.get("tls"):
+        for var, ok in (("gateway_tls_cert", settings.get("tls_cert_exists")),
+                        ("gateway_tls_key", settings.get("tls_key_exists"))):
+            if not ok:
+                raise GatewayConfigError(
+                    "%s is set but the file %s does not exist on the controller: give the PEM path "
+                    "(or empty gateway_tls_cert and gateway_tls_key for plain HTTP)" % (var, settings.get(var)))
+
+
+def key_digest(key):
+    return hashlib.sha256(str(key).encode("utf-8")).hexdigest()
+
+
+def key_map_lines(api_key, api_keys, models):
+    """keys.map lines ``SHA256:MODEL 1``: one per (key, model) the key may use.
+
+    Every key also gets ``SHA256: 1`` (a known key: requests without a model,
+    such as ``GET /v1/models``).
+    ``api_key`` (gateway_api_key) may use every model (``*``); ``api_keys``
+    (gateway_api_keys) is ``{model: key or [keys]}``. Only digests are written,
+    so the map never holds a key.
+    """
+    lines = set()
+    if api_key:
+        lines.add("%s:* 1" % key_digest(api_key))
+        lines.add("%s: 1" % key_digest(api_key))
+    for model, keys in (api_keys or {}).items():
+        if str(model) not in models:
+            raise GatewayConfigError(
+                "gateway_api_keys names model %s, which no backend serves (served: %s): use a served model name"
+                % (model, ", ".join(sorted(models)) or "none"))
+        if isinstance(keys, str):
+            keys = [keys]
+        for k in keys or []:
+            if not k:
+                raise GatewayConfigError("gateway_api_keys[%s] holds an empty key" % model)
+            if any(c.isspace() for c in str(k)):
+                raise GatewayConfigError("gateway_api_keys[%s] holds a key with blanks (not usable in a Bearer header)" % model)
+            lines.add("%s:%s 1" % (key_digest(k), model))
+            lines.add("%s: 1" % key_digest(k))
+    return sorted(lines)

@@ -1,0 +1,106 @@
+"""The gateway's backends, model map and key map (plugins/module_utils/gateway.py)."""
+import pytest
+
+from ansible_collections.llmops.serving.plugins.module_utils import gateway as gw
+
+
+def view(name="default", served="tiny", host="127.0.0.1", port=8000, aliases=()):
+    return dict(name=name, served_name=served, served_model_name=[served] + list(aliases), host=host, port=port,
+                model="/srv/models/tiny")
+
+
+FLEET = {"n1": [view(port=8301)], "n2": [view(port=8302)], "n3": [view(name="big", served="big", port=8303)]}
+SETTINGS = dict(gateway_host="gw", upstream_addresses={"n1": "10.0.0.1", "n2": "10.0.0.2", "n3": "10.0.0.3"},
+                frontend_port=8080, tls=False)
+
+
+def test_one_backend_per_served_model_with_servers_from_every_host():
+    backends = gw.build_backends(FLEET, SETTINGS)
+    assert [b["name"] for b in backends] == ["m_big", "m_tiny"]
+    tiny = backends[1]
+    assert [(s["name"], s["address"], s["port"]) for s in tiny["servers"]] == [
+        ("n1__default", "10.0.0.1", 8301), ("n2__default", "10.0.0.2", 8302)]
+    assert gw.model_map(backends) == {"big": "m_big", "tiny": "m_tiny"}
+
+
+def test_aliases_route_to_the_first_served_name():
+    fleet = {"n1": [view(aliases=("tiny-latest",))]}
+    backends = gw.build_backends(fleet, dict(SETTINGS, upstream_addresses={"n1": "10.0.0.1"}))
+    assert gw.model_map(backends) == {"tiny": "m_tiny", "tiny-latest": "m_tiny"}
+
+
+def test_unknown_instance_in_a_backend_names_the_variable():
+    with pytest.raises(gw.GatewayConfigError, match=r"gateway_backends\[tiny\] names n9/default"):
+        gw.build_backends(FLEET, dict(SETTINGS, backends={"tiny": ["n1/default", "n9/default"]}))
+
+
+def test_explicit_backends_use_only_the_listed_instances():
+    backends = gw.build_backends(FLEET, dict(SETTINGS, backends={"tiny": ["n2/default"]}))
+    assert [(b["name"], [s["name"] for s in b["servers"]]) for b in backends] == [("m_tiny", ["n2__default"])]
+
+
+def test_loopback_bind_on_another_host_is_refused_without_an_upstream_address():
+    with pytest.raises(gw.GatewayConfigError, match="gateway_upstream_address for n1"):
+        gw.build_backends({"n1": [view()]}, dict(SETTINGS, upstream_addresses={}))
+
+
+def test_wildcard_bind_needs_an_upstream_address():
+    with pytest.raises(gw.GatewayConfigError, match="every interface"):
+        gw.build_backends({"n1": [view(host="0.0.0.0")]}, dict(SETTINGS, upstream_addresses={}))
+
+
+def test_loopback_on_the_gateway_host_itself_is_fine():
+    backends = gw.build_backends({"gw": [view()]}, dict(SETTINGS, upstream_addresses={}))
+    assert backends[0]["servers"][0]["address"] == "127.0.0.1"
+
+
+def test_two_instances_on_one_address_and_port_are_refused():
+    fleet = {"n1": [view(port=8301)], "n2": [view(port=8301)]}
+    with pytest.raises(gw.GatewayConfigError, match="both resolve to 127.0.0.1:8301"):
+        gw.build_backends(fleet, dict(SETTINGS, upstream_addresses={"n1": "127.0.0.1", "n2": "127.0.0.1"}))
+
+
+def test_port_clash_with_an_instance_on_the_gateway_host():
+    fleet = {"gw": [view(port=8080)]}
+    backends = gw.build_backends(fleet, dict(SETTINGS, upstream_addresses={}))
+    with pytest.raises(gw.GatewayConfigError, match="gateway_port 8080 clashes with vLLM instance default"):
+        gw.check_settings(backends, SETTINGS, fleet)
+
+
+def test_missing_cert_names_the_variable():
+    backends = gw.build_backends(FLEET, SETTINGS)
+    settings = dict(SETTINGS, tls=True, gateway_tls_cert="/nope.crt", tls_cert_exists=False,
+                    gateway_tls_key="/k", tls_key_exists=True)
+    with pytest.raises(gw.GatewayConfigError, match="gateway_tls_cert is set but the file /nope.crt"):
+        gw.check_settings(backends, settings, FLEET)
+
+
+def test_no_backend_at_all_is_refused():
+    with pytest.raises(gw.GatewayConfigError, match="no backend"):
+        gw.check_settings([], SETTINGS, {})
+
+
+def test_blank_in_a_served_name_is_refused():
+    with pytest.raises(gw.GatewayConfigError, match="blanks"):
+        gw.build_backends({"n1": [view(served="my model")]}, SETTINGS)
+
+
+def test_key_map_holds_digests_only_and_per_model_entries():
+    lines = gw.key_map_lines("all-key", {"tiny": ["k1", "k2"]}, {"tiny": "m_tiny", "big": "m_big"})
+    text = "\n".join(lines)
+    for secret in ("all-key", "k1", "k2"):
+        assert secret not in text
+    assert "%s:* 1" % gw.key_digest("all-key") in lines
+    assert "%s:tiny 1" % gw.key_digest("k1") in lines
+    assert "%s: 1" % gw.key_digest("k2") in lines
+    assert not any(line.startswith(gw.key_digest("k1") + ":big") for line in lines)
+
+
+def test_key_for_an_unknown_model_is_refused():
+    with pytest.raises(gw.GatewayConfigError, match="gateway_api_keys names model nope"):
+        gw.key_map_lines("", {"nope": "k"}, {"tiny": "m_tiny"})
+
+
+def test_server_names_are_haproxy_safe():
+    assert gw.server_name("node-1.example", "my inst") == "node-1.example__my_inst"
+    assert gw.backend_name("org/model:v1") == "m_org_model_v1"
