@@ -19,7 +19,10 @@ import json
 import subprocess
 import time
 
-from ansible_collections.llmops.serving.plugins.module_utils import systemd
+try:
+    from ansible_collections.llmops.serving.plugins.module_utils import systemd
+except ImportError:  # standalone on the host (the watchdog): systemd.py lies beside this file
+    import systemd  # noqa: E402  pylint: disable=import-error
 
 try:
     import requests

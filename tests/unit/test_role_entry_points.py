@@ -207,6 +207,23 @@ def test_warmup_hook_runs_with_a_bare_python():
     assert "--url" in proc.stdout
 
 
+def test_watchdog_runs_from_the_files_the_role_ships(tmp_path):
+    """The watchdog runs on the host from what tasks/watchdog.yml copies into
+    {{ vllm_install_dir }}/bin (no Ansible there): every module_utils file it
+    imports must be shipped beside it (a missing one broke it once: vllm_client
+    had started to import the systemd parser)."""
+    with open(os.path.join(ROOT, "roles", "vllm_service", "tasks", "watchdog.yml")) as fh:
+        task = yaml.safe_load(fh)[0]
+    assert task["ansible.builtin.copy"]["src"] == "{{ item.src }}"
+    for item in task["loop"]:
+        src = os.path.join(ROOT, "roles", "vllm_service", "files", item["src"])
+        shutil.copy(src, str(tmp_path / item["dest"]))  # follows the link, as the copy module does
+    proc = subprocess.run([sys.executable, "-I", "-S", str(tmp_path / "vllm-watchdog.py"), "--help"],
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert "--instance" in proc.stdout
+
+
 def _playbook(tmp_path, tasks, *args):
     exe = shutil.which("ansible-playbook") or os.path.join(os.path.dirname(sys.executable), "ansible-playbook")
     if not os.path.exists(exe):
