@@ -3,8 +3,8 @@
 """The verify role against a REAL vLLM (CPU build) server, connection local.
 
 Needs: VLLM_TEST_PYTHON=<vLLM venv>/bin/python (e.g. /opt/vllm-dev/bin/python),
-a tiny model (VLLM_TEST_MODEL, default /srv/models/tiny; generate it with
-llmops.serving.vllm_tiny_model), and for EvalScope network access to PyPI on the
+a tiny model (VLLM_TEST_MODEL, default /srv/models/tiny; generated when absent with the
+generator test_vllm_live.py uses), and for EvalScope network access to PyPI on the
 first run: the venv is installed by the role into EVALSCOPE_VENV (default
 ~/.cache/llmops/evalscope-venv) and reused afterwards (~2 min, 1.1 GB once).
 Skips cleanly when the vLLM venv is absent. Runtime: about 6-7 min on 2 cores.
@@ -31,8 +31,17 @@ API_KEY = "verify-live-test-key"
 BIN = os.path.dirname(sys.executable)
 
 pytestmark = pytest.mark.skipif(
-    not VLLM_PYTHON or not os.path.exists(VLLM_PYTHON) or not os.path.isdir(MODEL),
-    reason="set VLLM_TEST_PYTHON to a vLLM venv's python (e.g. /opt/vllm-dev/bin/python) and have %s" % MODEL)
+    not VLLM_PYTHON or not os.path.exists(VLLM_PYTHON),
+    reason="set VLLM_TEST_PYTHON to a vLLM venv's python (e.g. /opt/vllm-dev/bin/python)")
+
+
+@pytest.fixture(scope="module")
+def tiny_model(tmp_path_factory):
+    """VLLM_TEST_MODEL when it exists, else generated (a fresh CI machine has none)."""
+    if os.path.exists(os.path.join(MODEL, "config.json")):
+        return MODEL
+    from test_vllm_live import generate_model  # same generator and sizes as the live module tests
+    return generate_model(tmp_path_factory.mktemp("model") / "tiny", 4)
 
 
 def _free_port():
@@ -44,14 +53,14 @@ def _free_port():
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory):
+def server(tmp_path_factory, tiny_model):
     port = _free_port()
     d = tmp_path_factory.mktemp("vllm")
     env = dict(os.environ, HF_HUB_OFFLINE="1", VLLM_CPU_KVCACHE_SPACE="1", VLLM_ENABLE_V1_MULTIPROCESSING="0",
                VLLM_CACHE_ROOT=str(d / "cache"), VLLM_API_KEY=API_KEY)
     log = open(str(d / "server.log"), "w")
     proc = subprocess.Popen(
-        [VLLM_PYTHON, "-m", "vllm.entrypoints.openai.api_server", "--model", MODEL, "--served-model-name", "tiny",
+        [VLLM_PYTHON, "-m", "vllm.entrypoints.openai.api_server", "--model", tiny_model, "--served-model-name", "tiny",
          "--host", "127.0.0.1", "--port", str(port), "--max-model-len", "512", "--enforce-eager",
          "--distributed-executor-backend", "uni"],
         env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
@@ -75,9 +84,9 @@ def server(tmp_path_factory):
     log.close()
 
 
-def run_role(tmp_path, base_url, **overrides):
+def run_role(tmp_path, base_url, model, **overrides):
     vars_ = dict(
-        verify_base_url=base_url, verify_model="tiny", verify_api_key=API_KEY, verify_tokenizer_path=MODEL,
+        verify_base_url=base_url, verify_model="tiny", verify_api_key=API_KEY, verify_tokenizer_path=model,
         verify_vllm_venv=os.path.dirname(os.path.dirname(VLLM_PYTHON)), verify_evalscope_venv=EVALSCOPE_VENV,
         verify_work_dir=str(tmp_path / "work"), verify_report_dir=str(tmp_path / "reports"),
         verify_run_id="run", verify_concurrency=[1, 4], verify_num_requests=[8, 16],
@@ -111,16 +120,16 @@ def _check_report(report, tool):
     return files, results
 
 
-def test_vllm_bench_parsed_report(server, tmp_path):
-    rc, out, _t, report = run_role(tmp_path, server, verify_tool="vllm_bench", verify_slo_p99_ttft_ms=60000)
+def test_vllm_bench_parsed_report(server, tiny_model, tmp_path):
+    rc, out, _t, report = run_role(tmp_path, server, tiny_model, verify_tool="vllm_bench", verify_slo_p99_ttft_ms=60000)
     assert rc == 0, out[-4000:]
     files, _r = _check_report(report, "vllm_bench")
     assert "raw/concurrency_1.json" in files and "raw/concurrency_4.json" in files
     assert API_KEY not in out
 
 
-def test_evalscope_parsed_report_with_html(server, tmp_path):
-    rc, out, _t, report = run_role(tmp_path, server, verify_tool="evalscope", verify_slo_min_output_tok_s=0.1)
+def test_evalscope_parsed_report_with_html(server, tiny_model, tmp_path):
+    rc, out, _t, report = run_role(tmp_path, server, tiny_model, verify_tool="evalscope", verify_slo_min_output_tok_s=0.1)
     assert rc == 0, out[-4000:]
     files, _r = _check_report(report, "evalscope")
     assert any(f.endswith("perf_report.html") for f in files), files
@@ -128,8 +137,8 @@ def test_evalscope_parsed_report_with_html(server, tmp_path):
     assert API_KEY not in out
 
 
-def test_impossible_slo_fails_with_table(server, tmp_path):
-    rc, out, _t, report = run_role(tmp_path, server, verify_tool="vllm_bench", verify_concurrency=[2],
+def test_impossible_slo_fails_with_table(server, tiny_model, tmp_path):
+    rc, out, _t, report = run_role(tmp_path, server, tiny_model, verify_tool="vllm_bench", verify_concurrency=[2],
                                    verify_num_requests=4, verify_slo_p99_ttft_ms=0.001)
     assert rc != 0
     assert "load test against %s/v1/completions FAILED (vllm_bench)" % server in out
@@ -138,10 +147,10 @@ def test_impossible_slo_fails_with_table(server, tmp_path):
 
 
 @pytest.mark.parametrize("tool,bound", [("vllm_bench", 90), ("evalscope", 120)])
-def test_stopped_server_fails_within_bound(tmp_path, tool, bound):
+def test_stopped_server_fails_within_bound(tmp_path, tiny_model, tool, bound):
     # nothing listens on this port: the same as a stopped server
     dead = "http://127.0.0.1:%d" % _free_port()
-    rc, out, elapsed, report = run_role(tmp_path, dead, verify_tool=tool, verify_concurrency=[2], verify_num_requests=4,
+    rc, out, elapsed, report = run_role(tmp_path, dead, tiny_model, verify_tool=tool, verify_concurrency=[2], verify_num_requests=4,
                                         verify_request_timeout=15, verify_run_timeout=60)
     assert rc != 0
     assert "FAILED (%s)" % tool in out
