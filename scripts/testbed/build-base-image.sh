@@ -3,19 +3,11 @@
 # packages with debootstrap + `docker import`: no container registry needed.
 # Idempotent: skips the build when the image already exists.
 set -euo pipefail
+# shellcheck source=scripts/testbed/debootstrap.sh
+. "$(dirname "$0")/debootstrap.sh"
 image=${LLMOPS_BASE_IMAGE:-llmops/debian-systemd:bookworm}
-mirror=${DEBIAN_MIRROR:-$(awk '/^URIs:/{print $2; exit}' /etc/apt/sources.list.d/debian.sources 2>/dev/null || true)}
-mirror=${mirror:-http://deb.debian.org/debian}
-if docker image inspect "$image" >/dev/null 2>&1; then
-  echo "base image $image: present"
-  exit 0
-fi
-root=$(mktemp -d /tmp/llmops-rootfs.XXXXXX)
-trap 'rm -rf "$root"' EXIT
-pkgs=systemd,systemd-sysv,dbus,python3,python3-venv,python3-apt,libnuma1,curl,ca-certificates,iproute2,procps,sudo
-echo "debootstrap bookworm from $mirror into $root"
-debootstrap --variant=minbase --include="$pkgs" bookworm "$root" "$mirror" >/tmp/llmops-debootstrap.log 2>&1 || {
-  tail -n 40 /tmp/llmops-debootstrap.log >&2; exit 1; }
+image_present "$image" base && exit 0
+debootstrap_rootfs bookworm systemd,systemd-sysv,dbus,python3,python3-venv,python3-apt,libnuma1,curl,ca-certificates,iproute2,procps,sudo
 # Container hygiene: no getty, no units that need hardware; apt lists kept small.
 rm -f "$root"/etc/systemd/system/getty.target.wants/* \
       "$root"/lib/systemd/system/multi-user.target.wants/getty.target || true

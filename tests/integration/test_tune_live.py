@@ -11,12 +11,12 @@ Needs VLLM_TEST_PYTHON (see test_verify_live.py). Runtime: about 4 min on 2 core
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
 
 import pytest
+from ports import free_port  # noqa: E402  pylint: disable=wrong-import-position
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 VLLM_PYTHON = os.environ.get("VLLM_TEST_PYTHON", "")
@@ -29,16 +29,8 @@ pytestmark = pytest.mark.skipif(
     reason="set VLLM_TEST_PYTHON to a vLLM venv's python (e.g. /opt/vllm-dev/bin/python) and have %s" % MODEL)
 
 
-def _free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
-
 def test_sweep_two_values_restores_configured(tmp_path):
-    port = _free_port()
+    port = free_port()
     srv = tmp_path / "srv"
     srv.mkdir()
     vars_ = dict(

@@ -14,13 +14,13 @@ Skips cleanly when the vLLM venv is absent. Runtime: about 6-7 min on 2 cores.
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
 import urllib.request
 
 import pytest
+from ports import free_port  # noqa: E402  pylint: disable=wrong-import-position
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 PLAYBOOK = os.path.join(ROOT, "tests", "integration", "verify_live.yml")
@@ -44,17 +44,9 @@ def tiny_model(tmp_path_factory):
     return generate_model(tmp_path_factory.mktemp("model") / "tiny", 4)
 
 
-def _free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
-
 @pytest.fixture(scope="module")
 def server(tmp_path_factory, tiny_model):
-    port = _free_port()
+    port = free_port()
     d = tmp_path_factory.mktemp("vllm")
     env = dict(os.environ, HF_HUB_OFFLINE="1", VLLM_CPU_KVCACHE_SPACE="1", VLLM_ENABLE_V1_MULTIPROCESSING="0",
                VLLM_CACHE_ROOT=str(d / "cache"), VLLM_API_KEY=API_KEY)
@@ -149,7 +141,7 @@ def test_impossible_slo_fails_with_table(server, tiny_model, tmp_path):
 @pytest.mark.parametrize("tool,bound", [("vllm_bench", 90), ("evalscope", 120)])
 def test_stopped_server_fails_within_bound(tmp_path, tiny_model, tool, bound):
     # nothing listens on this port: the same as a stopped server
-    dead = "http://127.0.0.1:%d" % _free_port()
+    dead = "http://127.0.0.1:%d" % free_port()
     rc, out, elapsed, report = run_role(tmp_path, dead, tiny_model, verify_tool=tool, verify_concurrency=[2], verify_num_requests=4,
                                         verify_request_timeout=15, verify_run_timeout=60)
     assert rc != 0

@@ -16,7 +16,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -36,14 +35,7 @@ pytestmark = [
 ]
 
 from ansible_collections.llmops.serving.plugins.module_utils import vllm_client as vc  # noqa: E402
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
+from ports import free_port  # noqa: E402  pylint: disable=wrong-import-position
 
 
 def generate_model(dest, heads):

