@@ -1,7 +1,8 @@
-"""Faults on the converged node (side_effect.yml): every fault back to serving
-within 60 s, restarts counted, the instance enabled, and the rollback of a
-config whose engine dies on its first request names the cause and leaves the
-previous config serving. Prints the fault table (docs/reliability.md)."""
+"""Reliability phase (side_effect.yml), faults on instance a (API key, port
+8201): every fault back to serving within 60 s, restarts counted, the instance
+enabled, and the rollback of a config whose engine dies on its first request
+names the cause and leaves the previous config serving. Prints the fault table
+(docs/reliability.md)."""
 import json
 
 import pytest
@@ -48,8 +49,8 @@ def test_engine_death_ends_the_server_and_systemd_restarts_it(rows):
 
 def test_watchdog_restarted_the_hung_engine(host):
     with host.sudo():
-        state = json.loads(host.file("/var/lib/vllm-watchdog/default.json").content_string)
-        timer = host.service("vllm-watchdog@default.timer")
+        state = json.loads(host.file("/var/lib/vllm-watchdog/a.json").content_string)
+        timer = host.service("vllm-watchdog@a.timer")
         assert timer.is_running and timer.is_enabled
     assert state["restarts_total"] >= 1
     assert "timed out" in state["last_restart_reason"] or "failed" in state["last_restart_reason"]
@@ -57,17 +58,17 @@ def test_watchdog_restarted_the_hung_engine(host):
 
 def test_rollback_names_the_instance_and_the_cause(host):
     with host.sudo():
-        msg = host.file("/root/rollback-msg.txt").content_string
-        conf = host.file("/etc/systemd/system/vllm@default.service.d/10-instance.conf").content_string
-    assert "vllm@default: cause: RuntimeError: Unsupported CPU attention configuration: head_dim=16" in msg
+        msg = json.loads(host.file("/root/vllm-prod-outcomes.json").content_string)["rollback"]["msg"]
+        conf = host.file("/etc/systemd/system/vllm@a.service.d/10-instance.conf").content_string
+    assert "vllm@a: cause: RuntimeError: Unsupported CPU attention configuration: head_dim=16" in msg
     assert "Previous config serves again" in msg
     assert "tiny-hd16" not in conf
 
 
 def test_ipc_directory_is_the_runtime_directory(host):
     with host.sudo():
-        show = host.check_output("systemctl show -p Environment,RuntimeDirectory vllm@default.service")
-        listing = host.check_output("ls -A /run/vllm-default")
-    assert "VLLM_RPC_BASE_PATH=/run/vllm-default" in show
-    assert "RuntimeDirectory=vllm-default" in show
-    assert listing.strip(), "vLLM's ZMQ sockets live in /run/vllm-default"
+        show = host.check_output("systemctl show -p Environment,RuntimeDirectory vllm@a.service")
+        listing = host.check_output("ls -A /run/vllm-a")
+    assert "VLLM_RPC_BASE_PATH=/run/vllm-a" in show
+    assert "RuntimeDirectory=vllm-a" in show
+    assert listing.strip(), "vLLM's ZMQ sockets live in /run/vllm-a"

@@ -1,7 +1,9 @@
-"""Faults against vllm@default on the node, each timed until the instance serves
-again (/health 200 AND a completion that returns a token). Run as root with the
-vLLM venv's python: faults.py URL OUT.json [FAULT ...]. Prints one line per
-fault and writes {fault: {...}} to OUT.json (molecule/reliability)."""
+"""Faults against one vllm@NAME instance on the node, each timed until it serves
+again (/health 200 AND a completion that returns a token, with the instance's
+API key read from its root-only env file, never from the command line). Run as
+root with the vLLM venv's python: faults.py NAME URL OUT.json [FAULT ...].
+Prints one line per fault and writes {fault: {...}} to OUT.json
+(molecule/vllm_production, reliability phase)."""
 import json
 import os
 import signal
@@ -12,6 +14,21 @@ import time
 import requests
 
 UNIT = "vllm@default.service"
+INSTANCE = "default"
+HEADERS = {}
+
+
+def use_instance(name):
+    """Point the faults at vllm@NAME; its key (if any) from /etc/vllm/NAME.env."""
+    global UNIT, INSTANCE  # pylint: disable=global-statement
+    UNIT, INSTANCE = "vllm@%s.service" % name, name
+    try:
+        with open("/etc/vllm/%s.env" % name) as f:
+            for line in f:
+                if line.startswith("VLLM_API_KEY="):
+                    HEADERS["Authorization"] = "Bearer " + line.split("=", 1)[1].strip().strip('"')
+    except OSError:
+        pass
 
 
 def sh(*argv):
@@ -30,7 +47,7 @@ def serving(url):
     try:
         if requests.get(url + "/health", timeout=3).status_code != 200:
             return False
-        r = requests.post(url + "/v1/completions", timeout=5,
+        r = requests.post(url + "/v1/completions", timeout=5, headers=HEADERS,
                           json={"model": "tiny", "prompt": "Hello", "max_tokens": 1, "temperature": 0})
         return r.status_code == 200 and (r.json().get("usage") or {}).get("completion_tokens", 0) >= 1
     except (requests.RequestException, ValueError):
@@ -127,7 +144,7 @@ def reexec_restart():
 
 def ipc_dir_fresh():
     """The IPC directory: exists for the running instance, sockets of this run only."""
-    run = "/run/vllm-default"
+    run = "/run/vllm-" + INSTANCE
     return {"runtime_dir_entries": len(os.listdir(run)) if os.path.isdir(run) else -1}
 
 
@@ -136,13 +153,15 @@ FAULTS = {"kill_main": kill_main, "kill_engine_core": kill_engine_core, "sigstop
 
 
 def main():
-    """faults.py URL OUT [FAULT ...]: run faults.  faults.py URL OUT --after NAME T0 NRESTARTS [KEY=VALUE ...]:
+    """faults.py INSTANCE URL OUT [FAULT ...]: run faults.
+    faults.py INSTANCE URL OUT --after NAME T0 NRESTARTS [KEY=VALUE ...]:
     record a fault done by the play (a converge) that began at T0 (epoch) with NRestarts then."""
-    url, out = sys.argv[1], sys.argv[2]
+    use_instance(sys.argv[1])
+    url, out = sys.argv[2], sys.argv[3]
     results = json.load(open(out)) if os.path.exists(out) else {}
-    if sys.argv[3:4] == ["--after"]:
-        name, t0, n0 = sys.argv[4], float(sys.argv[5]), sys.argv[6]
-        detail = dict(kv.split("=", 1) for kv in sys.argv[7:])
+    if sys.argv[4:5] == ["--after"]:
+        name, t0, n0 = sys.argv[5], float(sys.argv[6]), sys.argv[7]
+        detail = dict(kv.split("=", 1) for kv in sys.argv[8:])
         # The play ends after the instance serves: time it by systemd's ActiveEnterTimestamp.
         served = wait_serving(url, t0)
         entered = sh("systemctl", "show", "-p", "ActiveEnterTimestamp", "--timestamp=unix", "--value", UNIT)
@@ -150,7 +169,7 @@ def main():
         results[name] = row_of(name, {"NRestarts": n0, "MainPID": ""}, detail, took)
         names = []
     else:
-        names = sys.argv[3:] or list(FAULTS)
+        names = sys.argv[4:] or list(FAULTS)
         assert wait_serving(url, time.time(), 300) is not None, "not serving before the faults"
     for name in names:
         results[name] = fault(name, url, FAULTS[name])
