@@ -5,7 +5,7 @@
 The service role is swapped (tune_service_role) for tests/integration/roles/local_vllm,
 a stand-in with vllm_service's contract (vllm_common_args in, restart on change,
 readiness gate) that runs vLLM as a plain process: no systemd needed. The molecule
-scenario molecule/verify runs the same sweep with the real llmops.serving.vllm_service.
+scenario molecule/vllm_service (load phase) runs the same sweep with the real llmops.serving.vllm_service.
 Needs VLLM_TEST_PYTHON (see test_verify_live.py). Runtime: about 4 min on 2 cores.
 """
 import json
