@@ -17,7 +17,39 @@ stage() {
   if "$@"; then results+=("$name: ok ($(( $(date +%s) - t0 )) s)")
   else results+=("$name: FAILED ($(( $(date +%s) - t0 )) s)"); fail=1; fi
 }
+# A stage that runs while the next ones do (the machine has 2 cores; the stages
+# it overlaps use about one): output in reports/test/NAME.log, printed and
+# counted by stage_wait NAME.
+declare -A bg_pid=() bg_t0=()
+stage_bg() {
+  local name=$1; shift
+  bg_t0[$name]=$(date +%s)
+  echo "=============== $name (started in the background, reports/test/$name.log)"
+  "$@" > "reports/test/$name.log" 2>&1 &
+  bg_pid[$name]=$!
+}
+stage_wait() {
+  local name=$1 rc=0
+  wait "${bg_pid[$name]}" || rc=$?
+  local took=$(( $(date +%s) - bg_t0[$name] ))
+  echo "=============== $name (background, done)"
+  cat "reports/test/$name.log"
+  if [ $rc -eq 0 ]; then results+=("$name: ok ($took s, in the background)")
+  else results+=("$name: FAILED ($took s, in the background)"); fail=1; fi
+  return $rc
+}
 stage yamllint yamllint -s .
+stage testbed scripts/testbed/setup.sh
+# The live suites and the unit tests' flag checks need a vLLM python on this
+# machine: the node image's venv, copied out (no second 2.5 GB install).
+vllm_python=$(scripts/testbed/host-vllm-venv.sh) || vllm_python=""
+# The two unit-test runs (one core each) overlap the lint, sanity and build
+# stages: the controller side on a second Python (Debian trixie's 3.13) in its
+# container, and this Python's (its output is printed last, below).
+stage_bg python-matrix scripts/python-matrix.sh trixie
+# With VLLM_TEST_PYTHON the flag tests also run the installed vLLM's own parser.
+# shellcheck disable=SC2086 # extra pytest arguments, split on spaces
+stage_bg unit env VLLM_TEST_PYTHON="$vllm_python" pytest -q tests/unit ${LLMOPS_PYTEST_EXTRA:-} -p no:cacheprovider
 stage ansible-lint ansible-lint --profile production
 stage sanity scripts/sanity.sh
 # docs/modules/*.md and docs/filters.md are what the plugins' documentation renders to.
@@ -25,12 +57,10 @@ stage docs python scripts/gen-plugin-docs.py --check
 stage build bash -c 'ansible-galaxy collection build --force --output-path build/ >/dev/null && ansible-galaxy collection install --force -p build/installed build/llmops-serving-*.tar.gz >/dev/null && ANSIBLE_COLLECTIONS_PATH=build/installed ansible-doc llmops.serving.vllm_health >/dev/null && echo "collection tarball builds, installs and documents"'
 # The tarball with only its declared dependencies, in a venv with ansible-core alone.
 stage install-test scripts/install-test.sh
-stage testbed scripts/testbed/setup.sh
-# The controller side on a second Python (Debian trixie's 3.13).
-stage python-matrix scripts/python-matrix.sh trixie
-# The live suites need a vLLM python on this machine: the node image's venv,
-# copied out (no second 2.5 GB install).
-vllm_python=$(scripts/testbed/host-vllm-venv.sh) || vllm_python=""
+stage_wait python-matrix
+# The unit run's output waits until the end (its summary line closes the run).
+wait "${bg_pid[unit]}"; unit_rc=$?
+unit_took=$(( $(date +%s) - bg_t0[unit] ))
 if [ -z "${LLMOPS_SKIP_LIVE:-}" ]; then
   stage live-modules env VLLM_TEST_PYTHON="$vllm_python" pytest -q -p no:cacheprovider -m vllm_live \
     tests/integration/test_vllm_live.py
@@ -42,11 +72,11 @@ if [ -z "${LLMOPS_SKIP_LIVE:-}" ]; then
 fi
 # shellcheck disable=SC2086 # a space-separated list of scenario names
 stage molecule scripts/molecule-all.sh ${LLMOPS_MOLECULE_SCENARIOS:-}
+if [ $unit_rc -eq 0 ]; then results+=("unit: ok ($unit_took s, in the background)")
+else results+=("unit: FAILED ($unit_took s, in the background)"); fi
 printf '%s\n' "${results[@]}" | tee reports/test/stages.txt
-# Unit tests (+ live integration tests when a vLLM venv is given) last, so their
-# summary line closes the output.
-py_fail=0
-# With VLLM_TEST_PYTHON the flag tests also run the installed vLLM's own parser.
-# shellcheck disable=SC2086 # extra pytest arguments, split on spaces
-VLLM_TEST_PYTHON="$vllm_python" pytest -q tests/unit ${LLMOPS_PYTEST_EXTRA:-} -p no:cacheprovider || py_fail=$?
-[ $fail -eq 0 ] && [ $py_fail -eq 0 ]
+# The unit tests' output last (run in the background above), so their summary
+# line closes the output.
+echo "=============== unit"
+cat reports/test/unit.log
+[ $fail -eq 0 ] && [ $unit_rc -eq 0 ]
