@@ -22,8 +22,8 @@ description:
   - C(source=modelscope) does the same with C(modelscope.snapshot_download)
     (C(model_id) = O(repo_id)); O(token) goes through C(MODELSCOPE_API_TOKEN)
     and C(HubApi().login).
-  - C(source=http) downloads nothing big: it reads the mirror's C(SHA256SUMS)
-    (O(manifest_url)) and asks the mirror for each file's size (C(HEAD)), so a
+  - C(source=http) downloads nothing big. It reads the mirror's C(SHA256SUMS)
+    at O(manifest_url) and asks the mirror for each file's size with C(HEAD), so a
     missing file fails the play before any host is written to.
   - C(source=controller) reads the directory O(path) where the module runs.
   - For C(hf), C(modelscope) and C(controller) the files the patterns select

@@ -40,8 +40,8 @@ options:
     default: []
   manifest:
     description:
-      - Expected manifest to check against, as C({files: [{path, sha256, size}]}),
-        a list of C({path, sha256, size}), or a mapping C({path: sha256}).
+      - "Expected manifest to check against, as C({files: [{path, sha256, size}]}),
+        a list of C({path, sha256, size}), or a mapping C({path: sha256})."
     type: raw
   sha256sums:
     description: Expected manifest as C(sha256sum) output text (C(SHA256  PATH) lines), as HTTP mirrors publish it.
