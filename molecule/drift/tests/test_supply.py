@@ -24,7 +24,7 @@ import time
 
 import pytest
 
-from test_drift import NODES, changed_tasks, latest_report, playbook, recap, sh
+from test_drift import NODES, ROOT, changed_tasks, inventory, latest_report, playbook, recap, sh
 
 MIRROR_NODE = "drift-fresh"
 MIRROR_PORT = 8391
@@ -184,6 +184,34 @@ def test_wheelhouse_built_once_and_installed_without_any_network(tmp_path):
     proc, result = playbook("wheelhouse.yml", *args)
     assert recap(result, "changed").get("drift-1") == 0, changed_tasks(result)
     sh("drift-1", "rm -rf /tmp/whv /srv/wheelhouse /var/lib/llmops/wheelhouses")
+
+
+def adhoc(host, module, args):
+    env = dict(os.environ, ANSIBLE_STDOUT_CALLBACK="ansible.builtin.minimal", ANSIBLE_LOAD_CALLBACK_PLUGINS="1")
+    proc = subprocess.run(["ansible", "-i", inventory(), host, "-m", module, "-a", json.dumps(args)],
+                          capture_output=True, text=True, env=env, cwd=ROOT, check=False)
+    out = proc.stdout
+    return json.loads(out[out.index("{"):out.rindex("}") + 1])
+
+
+def test_hf_source_real_client_on_a_local_cache(sources):
+    """huggingface_hub (drift-1's vLLM venv) resolves a revision from a hub cache laid out as it writes one,
+    offline; an unknown revision is data naming the key to fix; the token never shows."""
+    commit = "0123456789abcdef0123456789abcdef01234567"
+    sh("drift-1", "rm -rf /tmp/hfc && d=/tmp/hfc/models--llmops--tiny && mkdir -p $d/refs $d/snapshots/%s && "
+                  "cp %s/* $d/snapshots/%s/ && printf %s > $d/refs/main" % (commit, SERVED, commit, commit))
+    args = dict(source="hf", repo_id="llmops/tiny", revision="main", cache_dir="/tmp/hfc",
+                allow_patterns=["*.json", "*.safetensors"], python="/opt/vllm/venv/bin/python",
+                environment={"HF_HUB_OFFLINE": "1"}, token="hf_NOTLOGGEDNOTLOGGED")
+    res = adhoc("drift-1", "llmops.serving.model_fetch", args)
+    assert res["available"], res
+    assert res["resolved_revision"] == commit and res["client_version"]
+    assert {f["path"] for f in res["manifest"]["files"]} == {n for n in sources["shas"] if n.endswith((".json", ".safetensors"))}
+    assert {f["path"]: f["sha256"] for f in res["manifest"]["files"]}["model.safetensors"] == sources["shas"]["model.safetensors"]
+    res = adhoc("drift-1", "llmops.serving.model_fetch", dict(args, revision="v9-unknown"))
+    assert not res["available"] and res["reason"] == "not_cached" and res["fix"].startswith("revision"), res
+    assert "hf_NOTLOGGEDNOTLOGGED" not in json.dumps(res)
+    sh("drift-1", "rm -rf /tmp/hfc")
 
 
 def test_cleanup_mirror():
