@@ -34,6 +34,7 @@ import re
 
 from ansible_collections.llmops.serving.plugins.module_utils import vllm_args
 from ansible_collections.llmops.serving.plugins.module_utils import vllm_flags
+from ansible_collections.llmops.serving.plugins.module_utils import vllm_multinode
 
 NAME_RE = re.compile(r"^[A-Za-z0-9_.-]+$")
 ENV_KEY_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -307,6 +308,10 @@ def _warmup_hook(python, settings, url, has_key):
 
 
 def _one(index, inst, settings):
+    multi = vllm_multinode.plan(inst, settings)
+    if multi:
+        inst = dict(inst, args=dict(inst.get("args") or {}, **multi["options"]),
+                    env=dict(inst.get("env") or {}, **multi["env"]))
     name = inst["name"]
     python = settings.get("python", "/opt/vllm/venv/bin/python")
     home = settings.get("home", "/var/lib/vllm")
@@ -358,6 +363,12 @@ def _one(index, inst, settings):
         "readiness_timeout": _int_or_none(inst.get("readiness_timeout")),
         "device": settings.get("device", "cpu"),
         "python": python,
+        # Multi-node (vllm_multinode.py): null / single-host defaults otherwise.
+        "nodes": multi["nodes"] if multi else None,
+        "distributed_mode": multi["distributed_mode"] if multi else None,
+        "node_rank": multi["node_rank"] if multi else 0,
+        "head_address": multi["head_address"] if multi else None,
+        "serves_http": multi["serves_http"] if multi else True,
     }
 
 
@@ -413,6 +424,7 @@ def check(instances, settings):
             except ValueError:
                 own.append("%s: max_model_len %r is not a length: write 8192, 32k (x1000), 32K (x1024) or -1/auto"
                            % (vllm_flags.option_source(i, inst, settings.get("common_args") or {}, key), mml))
+        own += vllm_multinode.check(i, inst, settings)
         problems += ["%s: %s" % (_label(i, inst), m) for m in own]
     device = settings.get("device", "auto")
     flag_problems = (vllm_flags.check_fictional(instances, settings.get("common_args"), settings.get("common_env"),
@@ -426,6 +438,9 @@ def check(instances, settings):
         if prob["kind"] == "range" and prob["option"] == "--port":
             continue  # the port rules above say it with the instance name
         m = re.match(r"^(vllm_instances\[\d+\])", prob["path"] or "")
+        if m and prob["option"] in vllm_multinode.SPANNED_OPTIONS and vllm_multinode.is_multinode(
+                instances[int(m.group(1)[15:-1])]):
+            continue  # sizes span the nodes: vllm_multinode checks GPUs per node x nodes
         who = "instance %s (%s)" % (names.get(m.group(1)), m.group(1)) if m else prob["path"]
         problems.append("%s: %s" % (who, prob["msg"]))
     return problems

