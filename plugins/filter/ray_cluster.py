@@ -1,7 +1,8 @@
 # -*- coding: utf-8 -*-
 # Copyright: llmops.serving contributors
 # Apache License 2.0 (see LICENSE)
-"""Ray cluster membership from `ray status` (docs: ray_membership.yml).
+"""Ray cluster membership from `ray status` and the cross-node check of a
+spanning instance (docs: ray_membership.yml, vllm_nodes_compare.yml).
 The rules are in module_utils/vllm_multinode.py."""
 
 from __future__ import absolute_import, division, print_function
@@ -20,6 +21,20 @@ def ray_membership(status_text, expected):
     return vllm_multinode.membership(expected, vllm_multinode.parse_ray_status(status_text or ""))
 
 
+def vllm_nodes_compare(instance, facts_by_node):
+    """instance: a vllm_view entry; facts_by_node: {node: vllm_node_facts}."""
+    model = instance.get("model")
+    facts = {}
+    for node in instance.get("nodes") or []:
+        f = (facts_by_node or {}).get(node) or {}
+        if not f:
+            facts[node] = {"vllm_version": "unknown (no facts: is the node in the play?)", "venv": None, "model": {}}
+            continue
+        facts[node] = {"vllm_version": f.get("vllm_version"), "venv": f.get("venv"),
+                       "model": (f.get("models") or {}).get(model) or {}}
+    return vllm_multinode.compare_nodes(instance.get("name"), facts)
+
+
 class FilterModule(object):
     def filters(self):
-        return {"ray_membership": ray_membership}
+        return {"ray_membership": ray_membership, "vllm_nodes_compare": vllm_nodes_compare}

@@ -171,6 +171,9 @@ def instance_env(instance, settings):
         env["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in gpus)
     for k, v in (instance.get("env") or {}).items():
         env[str(k)] = "" if v is None else str(v)
+    multi = vllm_multinode.plan(instance, settings)
+    for k, v in (multi["env"] if multi else {}).items():
+        env.setdefault(k, v)  # VLLM_HOST_IP of this node, unless the instance sets it
     return env
 
 
@@ -310,8 +313,7 @@ def _warmup_hook(python, settings, url, has_key):
 def _one(index, inst, settings):
     multi = vllm_multinode.plan(inst, settings)
     if multi:
-        inst = dict(inst, args=dict(inst.get("args") or {}, **multi["options"]),
-                    env=dict(inst.get("env") or {}, **multi["env"]))
+        inst = dict(inst, args=dict(inst.get("args") or {}, **multi["options"]))
     name = inst["name"]
     python = settings.get("python", "/opt/vllm/venv/bin/python")
     home = settings.get("home", "/var/lib/vllm")

@@ -43,7 +43,7 @@ def test_pp2_argv_per_node(host):
     assert "--nnodes 2" in dropin and "--node-rank %s" % rank in dropin and "--master-addr 127.0.0.2" in dropin
     assert ("--headless" in dropin) == (rank == "1")
     env = host.file("/etc/vllm/pp2.env").content_string
-    assert "VLLM_HOST_IP=127.0.0.%s" % ("2" if rank == "0" else "3") in env
+    assert "VLLM_HOST_IP=\"127.0.0.%s\"" % ("2" if rank == "0" else "3") in env
 
 
 def test_pp2_serves_completions_across_both_nodes(host):
