@@ -330,8 +330,8 @@ def _one(index, inst, settings):
     env = instance_env(inst, settings)
     secret_keys = sorted(k for k in env if is_secret_name(k))
     argv = vllm_args.instance_argv(inst, python, settings.get("common_args") or {})
-    if multi:
-        argv = [python] + vllm_multinode.SERVE_MODULE + argv[3:]
+    if multi and not multi["serves_http"]:
+        argv = [python, "-c", vllm_multinode.HEADLESS_CODE] + argv[3:]
     url = url_for(host, port)
     gpus = inst.get("gpus")
     return {

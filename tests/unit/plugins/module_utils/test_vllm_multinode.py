@@ -43,7 +43,7 @@ def test_native_head_argv_and_fields():
         i = argv.index(pair[0])
         assert argv[i + 1] == pair[1], (pair, argv)
     assert "--headless" not in argv
-    assert argv[1:4] == ["-m", "vllm.entrypoints.cli.main", "serve"]
+    assert argv[1:3] == ["-m", "vllm.entrypoints.openai.api_server"]
     assert v["env"]["VLLM_HOST_IP"] == "10.0.0.1"
     assert (v["nodes"], v["distributed_mode"], v["node_rank"], v["serves_http"]) == (
         ["head", "worker"], "native", 0, True)
@@ -52,6 +52,7 @@ def test_native_head_argv_and_fields():
 def test_native_worker_is_headless_with_its_own_ip():
     v = V.build_view([inst()], settings(inventory_hostname="worker"))[0]
     assert "--headless" in v["argv"]
+    assert v["argv"][1] == "-c" and "run_headless" in v["argv"][2]
     assert v["argv"][v["argv"].index("--node-rank") + 1] == "1"
     assert v["env"]["VLLM_HOST_IP"] == "10.0.0.2"
     assert v["serves_http"] is False
