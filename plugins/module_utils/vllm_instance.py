@@ -174,6 +174,10 @@ def instance_env(instance, settings):
     multi = vllm_multinode.plan(instance, settings)
     for k, v in (multi["env"] if multi else {}).items():
         env.setdefault(k, v)  # VLLM_HOST_IP of this node, unless the instance sets it
+    if env.get("VLLM_CPU_KVCACHE_SPACE") == "":
+        # "" = let vLLM size the KV cache from gpu_memory_utilization; vLLM
+        # itself fails on an empty value (int(''), measured on 0.32.0).
+        del env["VLLM_CPU_KVCACHE_SPACE"]
     return env
 
 

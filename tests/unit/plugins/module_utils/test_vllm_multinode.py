@@ -167,3 +167,10 @@ def test_membership_resources_short():
     st = M.parse_ray_status(_capture("status_two_nodes.txt"))
     r = M.membership({"ray-head": {"CPU": 1}, "ray-worker": {"CPU": 4}}, st)
     assert not r["ok"] and "CPU" in r["problems"][0], r
+
+
+def test_empty_kvcache_space_leaves_the_kv_size_to_vllm():
+    # vLLM 0.32 fails on VLLM_CPU_KVCACHE_SPACE="" (int('')): "" removes the variable.
+    env = V.instance_env(inst(env={"VLLM_CPU_KVCACHE_SPACE": ""}), settings())
+    assert "VLLM_CPU_KVCACHE_SPACE" not in env and env["VLLM_HOST_IP"] == "10.0.0.1"
+    assert V.instance_env(inst(), settings())["VLLM_CPU_KVCACHE_SPACE"] == "1"
