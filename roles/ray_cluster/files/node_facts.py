@@ -2,7 +2,7 @@
 the vLLM version, the venv path (sys.prefix) and, per model directory given
 as an argument, size and sha256 of config.json and the safetensors index."""
 import hashlib
-import importlib.metadata as metadata
+from importlib import metadata
 import json
 import os
 import sys
