@@ -9,7 +9,9 @@ export PATH="$PWD/.venv/bin:$PATH"
 # Scenarios named in LLMOPS_MOLECULE_LONG (space-separated; default none) are
 # left out of the default run, to shorten a local run:
 #   LLMOPS_MOLECULE_LONG=drift scripts/molecule-all.sh   (drift: 4 nodes, ~12.5 min on 2 cores)
-long=" ${LLMOPS_MOLECULE_LONG:-} "
+# `ray` (issue 18) stays out of the default run until it has run green and its
+# CI minutes are paid for: run it with scripts/molecule-all.sh ray.
+long=" ${LLMOPS_MOLECULE_LONG-ray} "
 if [ $# -gt 0 ]; then scenarios=("$@"); else
   mapfile -t scenarios < <(printf '%s\n' molecule/*/molecule.yml | xargs -n1 dirname | xargs -n1 basename | sort \
     | while read -r s; do case "$long" in *" $s "*) ;; *) echo "$s";; esac; done)
