@@ -35,17 +35,11 @@ PRIVATE_PREFIXES = {"vllm": "vllm_service", "flash_attn": "flash_attn", "gpustac
                     "verify": "verify", "gpu_preflight": "gpu_preflight"}
 PRIVATE_RE = re.compile(r"(?<!\w)_(%s)_\w+" % "|".join(sorted(PRIVATE_PREFIXES, key=len, reverse=True)))
 
-# Not converted yet: (playbook, role). The vLLM parts belong to the vllm_service
-# entry points (view/drift/report) of issue 13; the GPU facts play of drift.yml
-# to gpu_preflight. Remove a line when its playbook is converted: the test
-# fails on a line that is no longer needed.
-PENDING_PRIVATE = {
-    ("playbooks/report.yml", "vllm_service"),
-}
-PENDING_DEFAULTS = {
-    ("playbooks/drift.yml", "gpu_preflight"),
-    ("playbooks/tune.yml", "vllm_service"),
-}
+# Not converted yet: (playbook, role). Empty: every playbook asks the roles
+# through their entry points. A line added here must be removed once its
+# playbook is converted (the test fails on a line that is no longer needed).
+PENDING_PRIVATE = set()
+PENDING_DEFAULTS = set()
 
 
 def _rel(path):
