@@ -202,16 +202,17 @@ def test_warmup_hook_runs_with_a_bare_python():
 
 
 def test_watchdog_runs_from_the_files_the_role_ships(tmp_path):
-    """The watchdog runs on the host from what tasks/watchdog.yml copies into
+    """The watchdog runs on the host from what tasks/watchdog.yml writes into
     {{ vllm_install_dir }}/bin (no Ansible there): every module_utils file it
     imports must be shipped beside it (a missing one broke it once: vllm_client
     had started to import the systemd parser)."""
     with open(os.path.join(ROOT, "roles", "vllm_service", "tasks", "watchdog.yml")) as fh:
-        task = yaml.safe_load(fh)[0]
-    assert task["ansible.builtin.copy"]["src"] == "{{ item.src }}"
-    for item in task["loop"]:
-        src = os.path.join(ROOT, "roles", "vllm_service", "files", item["src"])
-        shutil.copy(src, str(tmp_path / item["dest"]))  # follows the link, as the copy module does
+        task = [t for t in yaml.safe_load(fh) if "llmops.serving.file_set" in t][0]
+    lookup = re.compile(r"lookup\('ansible\.builtin\.file', '([^']+)', rstrip=false\)")
+    for item in task["vars"]["_scripts"]:
+        src = os.path.join(ROOT, "roles", "vllm_service", "files", lookup.search(item["content"]).group(1))
+        # follows the link, as the file lookup does
+        shutil.copy(src, str(tmp_path / os.path.basename(item["path"])))
     proc = subprocess.run([sys.executable, "-I", "-S", str(tmp_path / "vllm-watchdog.py"), "--help"],
                           capture_output=True, text=True, timeout=60, check=False)
     assert proc.returncode == 0, proc.stderr
