@@ -57,7 +57,7 @@ EXAMPLES = r"""
       - paths: [/etc/systemd/system/vllm-watchdog@default.service.d, /etc/systemd/system/vllm-watchdog@b.service.d]
     files:
       - path: /opt/vllm/bin/vllm-watchdog.py
-        content: "{{ lookup('ansible.builtin.file', 'vllm-watchdog.py') }}"
+        content: "{{ lookup('ansible.builtin.file', 'vllm-watchdog.py', rstrip=false) }}"
         mode: "0755"
       - path: /etc/systemd/system/vllm-watchdog@.timer
         content: "{{ lookup('ansible.builtin.template', 'vllm-watchdog@.timer.j2') }}"
