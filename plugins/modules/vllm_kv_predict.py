@@ -30,8 +30,8 @@ description:
 options:
   instances:
     description:
-      - "Instance view entries (the C(vllm_view) fact, or the C(llmops.serving.gpu_preflight_instances)
-        filter): C(name), C(model), C(gpus), C(tensor_parallel_size), C(pipeline_parallel_size),
+      - "Instance view entries (the C(vllm_view) fact of the C(llmops.serving.vllm_service) role's
+        C(view) entry point): C(name), C(model), C(gpus), C(tensor_parallel_size), C(pipeline_parallel_size),
         C(gpu_memory_utilization), C(max_model_len), and C(args) or C(argv) for C(kv_cache_dtype),
         C(block_size), C(max_num_seqs), C(max_num_batched_tokens), C(kv_cache_memory_bytes)."
       - No secrets are needed or read.
@@ -66,7 +66,7 @@ author:
 EXAMPLES = r"""
 - name: Predict the KV cache of the instances this host will run
   llmops.serving.vllm_kv_predict:
-    instances: "{{ vllm_instances | llmops.serving.gpu_preflight_instances(vllm_common_args) }}"
+    instances: "{{ vllm_view }}"
     gpus: "{{ llmops_gpu.gpus }}"
   register: kv
 

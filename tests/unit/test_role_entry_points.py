@@ -35,17 +35,11 @@ PRIVATE_PREFIXES = {"vllm": "vllm_service", "flash_attn": "flash_attn", "gpustac
                     "verify": "verify", "gpu_preflight": "gpu_preflight"}
 PRIVATE_RE = re.compile(r"(?<!\w)_(%s)_\w+" % "|".join(sorted(PRIVATE_PREFIXES, key=len, reverse=True)))
 
-# Not converted yet: (playbook, role). The vLLM parts belong to the vllm_service
-# entry points (view/drift/report) of issue 13; the GPU facts play of drift.yml
-# to gpu_preflight. Remove a line when its playbook is converted: the test
-# fails on a line that is no longer needed.
-PENDING_PRIVATE = {
-    ("playbooks/report.yml", "vllm_service"),
-}
-PENDING_DEFAULTS = {
-    ("playbooks/drift.yml", "gpu_preflight"),
-    ("playbooks/tune.yml", "vllm_service"),
-}
+# Not converted yet: (playbook, role). Empty: every playbook asks the roles
+# through their entry points. A line added here must be removed once its
+# playbook is converted (the test fails on a line that is no longer needed).
+PENDING_PRIVATE = set()
+PENDING_DEFAULTS = set()
 
 
 def _rel(path):
@@ -208,16 +202,17 @@ def test_warmup_hook_runs_with_a_bare_python():
 
 
 def test_watchdog_runs_from_the_files_the_role_ships(tmp_path):
-    """The watchdog runs on the host from what tasks/watchdog.yml copies into
+    """The watchdog runs on the host from what tasks/watchdog.yml writes into
     {{ vllm_install_dir }}/bin (no Ansible there): every module_utils file it
     imports must be shipped beside it (a missing one broke it once: vllm_client
     had started to import the systemd parser)."""
     with open(os.path.join(ROOT, "roles", "vllm_service", "tasks", "watchdog.yml")) as fh:
-        task = yaml.safe_load(fh)[0]
-    assert task["ansible.builtin.copy"]["src"] == "{{ item.src }}"
-    for item in task["loop"]:
-        src = os.path.join(ROOT, "roles", "vllm_service", "files", item["src"])
-        shutil.copy(src, str(tmp_path / item["dest"]))  # follows the link, as the copy module does
+        task = [t for t in yaml.safe_load(fh) if "llmops.serving.file_set" in t][0]
+    lookup = re.compile(r"lookup\('ansible\.builtin\.file', '([^']+)', rstrip=false\)")
+    for item in task["vars"]["_scripts"]:
+        src = os.path.join(ROOT, "roles", "vllm_service", "files", lookup.search(item["content"]).group(1))
+        # follows the link, as the file lookup does
+        shutil.copy(src, str(tmp_path / os.path.basename(item["path"])))
     proc = subprocess.run([sys.executable, "-I", "-S", str(tmp_path / "vllm-watchdog.py"), "--help"],
                           capture_output=True, text=True, timeout=60, check=False)
     assert proc.returncode == 0, proc.stderr
