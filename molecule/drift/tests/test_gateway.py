@@ -69,7 +69,7 @@ class Load(object):
         self.records = []  # (start, latency_s, ok, detail)
         self.stop_event = threading.Event()
         self.lock = threading.Lock()
-        self.threads = [threading.Thread(target=self.client, daemon=True) for _ in range(CLIENTS)]
+        self.threads = [threading.Thread(target=self.client, daemon=True) for dummy in range(CLIENTS)]
         self.deadline = time.time() + MAX_SECONDS
 
     def client(self):
