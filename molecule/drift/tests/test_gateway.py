@@ -223,7 +223,7 @@ def test_graceful_stop_is_rendered_from_the_installed_vllm():
 
 
 def test_rolling_restart_under_load_has_no_failed_request():
-    proc, result, fig = phase("rolling_restart", "-e", "vllm_restart_sec=6")
+    proc, result, fig = phase("rolling_restart", "-e", "vllm_restart_sec=8")
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr
     assert fig["restarted"] == list(NODES), fig
     assert fig["total"]["sent"] > 100 and fig["during"]["sent"] > 0, fig
@@ -236,7 +236,7 @@ STATE_VENV = {}
 
 def test_venv_switch_under_load_has_no_failed_request():
     base = venv_of("drift-1")
-    proc, result, fig = phase("venv_switch", "-e", "vllm_restart_sec=6", "-e", json.dumps({"vllm_extra_packages": [EXTRA]}))
+    proc, result, fig = phase("venv_switch", "-e", "vllm_restart_sec=8", "-e", json.dumps({"vllm_extra_packages": [EXTRA]}))
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr
     assert fig["restarted"] == list(NODES), fig
     assert fig["total"]["failed"] == 0, fig
@@ -255,7 +255,7 @@ def test_venv_switch_under_load_has_no_failed_request():
 
 def test_drift_reports_the_venv_in_use(tmp_path):
     """Against an inventory without the extra package, every instance runs from another venv: venv_in_use rows."""
-    proc, dummy = playbook("drift.yml", "--check", "-e", "vllm_restart_sec=6", json_out=False, report_dir=str(tmp_path))
+    proc, dummy = playbook("drift.yml", "--check", "-e", "vllm_restart_sec=8", json_out=False, report_dir=str(tmp_path))
     assert proc.returncode == 2, proc.stdout[-3000:] + proc.stderr
     dirs = sorted(os.listdir(str(tmp_path)))
     with open(os.path.join(str(tmp_path), dirs[-1], "drift.json")) as f:
@@ -269,7 +269,7 @@ def test_drift_reports_the_venv_in_use(tmp_path):
 
 
 def test_switch_back_under_load_has_no_failed_request():
-    proc, result, fig = phase("rollback", "-e", "vllm_restart_sec=6")
+    proc, result, fig = phase("rollback", "-e", "vllm_restart_sec=8")
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr
     assert fig["restarted"] == list(NODES), fig
     assert fig["total"]["failed"] == 0, fig
