@@ -30,8 +30,8 @@ KEY = "drift-gw-test-key"
 TINY_KEY = "drift-gw-tiny-key"
 CLIENTS = 4
 PAUSE_S = 0.2
-MAX_REQUESTS = 3000
-MAX_SECONDS = 900
+MAX_REQUESTS = 20000
+MAX_SECONDS = 1200
 SETTLE_S = 5
 EXTRA = "tomli-w==1.0.0"
 DROPIN = "/etc/systemd/system/vllm@default.service.d/10-instance.conf"
