@@ -9,7 +9,7 @@ __metaclass__ = type
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.llmops.serving.plugins.module_utils import drift
+from ansible_collections.llmops.serving.plugins.module_utils import drift, drift_gateway_venv
 
 
 def vllm_drift_rows(data, host):
@@ -52,10 +52,24 @@ def gpustack_model_drift_rows(results, host):
     return drift.gpustack_model_rows(host, results)
 
 
+def gateway_drift_rows(data, host):
+    if not isinstance(data, dict):
+        raise AnsibleFilterError("gateway_drift_rows expects a dict (see roles/gateway/tasks/drift.yml)")
+    return drift_gateway_venv.gateway_rows(host, data)
+
+
+def vllm_venv_drift_rows(data, host):
+    if not isinstance(data, dict):
+        raise AnsibleFilterError("vllm_venv_drift_rows expects a dict with 'venv' and 'cmdlines' (see roles/vllm_service/tasks/drift.yml)")
+    return drift_gateway_venv.venv_in_use_rows(host, data)
+
+
 class FilterModule(object):
     def filters(self):
         return {
             "vllm_drift_rows": vllm_drift_rows,
+            "vllm_venv_drift_rows": vllm_venv_drift_rows,
+            "gateway_drift_rows": gateway_drift_rows,
             "drift_unreachable_rows": drift_unreachable_rows,
             "flash_attn_drift_rows": flash_attn_drift_rows,
             "drift_table": drift_table,

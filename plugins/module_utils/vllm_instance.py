@@ -30,6 +30,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import ipaddress
 import re
 
 from ansible_collections.llmops.serving.plugins.module_utils import vllm_args
@@ -279,9 +280,25 @@ def _check_settings(settings):
     return p
 
 
+def is_global_ip(host):
+    """An IP literal that is routable on the internet (not private, loopback, link-local)."""
+    try:
+        return ipaddress.ip_address(str(host).strip("[]")).is_global
+    except ValueError:
+        return False
+
+
 def _public_problem(index, inst, host, has_key, settings):
     if settings.get("gateway"):
-        return None
+        # Behind a gateway: the private address it reaches, never a wildcard or public one
+        # (clients would reach vLLM's unguarded endpoints around the gateway).
+        if not (is_wildcard(host) or is_global_ip(host)):
+            return None
+        return ("vllm_instances[%d].host %r is %s while a gateway fronts the instances (gateway hosts in the "
+                "inventory or vllm_gateway_fronted): clients could bypass the gateway's allowlist and keys (%s). "
+                "Fix: bind 127.0.0.1 or the private address the gateway reaches (gateway_upstream_address for "
+                "a loopback bind)."
+                % (index, host, "a wildcard address" if is_wildcard(host) else "a public address", PUBLIC_WHY))
     if not has_key and settings.get("allow_unauthenticated_public_bind"):
         return None
     if has_key and (settings.get("allow_public_bind") or settings.get("allow_unauthenticated_public_bind")):

@@ -187,6 +187,13 @@ def test_public_bind_overrides_and_gateway():
     fails([inst(host="0.0.0.0")], ["vllm_allow_public_bind"], allow_public_bind=True)  # no key: not enough
 
 
+@pytest.mark.parametrize("host", ["0.0.0.0", "::", "8.8.8.8", "2001:4860::8888"])
+def test_behind_a_gateway_a_wildcard_or_public_bind_fails(host):
+    # Even with a key and the public-bind override: the gateway is the only public listener.
+    fails([inst(host=host)], ["vllm_instances[0].host", "a gateway fronts the instances", "gateway_upstream_address"],
+          gateway=True, allow_public_bind=True, api_key="k")
+
+
 @pytest.mark.parametrize("host", ["127.0.0.1", "127.0.1.1", "localhost", "::1"])
 def test_loopback_is_not_public(host):
     assert not V.build_view([inst(host=host)], settings())[0]["public_bind"]
