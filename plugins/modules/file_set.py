@@ -95,8 +95,7 @@ class FileSet(object):
 
     def _fix_attrs(self, entry, created):
         diff = {"before": {"path": entry["path"]}, "after": {"path": entry["path"]}}
-        changed = self.module.set_fs_attributes_if_different(self._attrs(entry), created, diff=diff,
-                                                              expand=False)
+        changed = self.module.set_fs_attributes_if_different(self._attrs(entry), created, diff=diff, expand=False)
         return changed, diff
 
     def _record(self, path, changed, diff):

@@ -70,7 +70,9 @@ options:
     description: Hub token. Passed through the child's environment only.
     type: str
   python:
-    description: Interpreter that has the hub client installed (e.g. C(/opt/vllm/venv/bin/python), whose vLLM pulls in huggingface_hub). Default is the module's own.
+    description:
+      - Interpreter that has the hub client installed (e.g. C(/opt/vllm/venv/bin/python), whose vLLM pulls in huggingface_hub).
+      - Default is the module's own.
     type: path
   environment:
     description: Extra environment for the child (e.g. C(HF_HUB_OFFLINE), C(HF_ENDPOINT) for a hub mirror).
@@ -83,7 +85,9 @@ options:
     description: C(http) - URL of the C(SHA256SUMS) file. Default O(url) + C(SHA256SUMS).
     type: str
   manifest:
-    description: Expected manifest (as the model_manifest module takes it); the source must hold these files with these bytes (C(http) - the mirror's C(SHA256SUMS) must agree with it).
+    description:
+      - Expected manifest (as the model_manifest module takes it); the source must hold these files with these bytes.
+      - C(http) - the mirror's C(SHA256SUMS) must agree with it.
     type: raw
   validate_certs:
     description: C(http) - verify TLS certificates.
@@ -128,7 +132,9 @@ available:
   returned: always
   type: bool
 reason:
-  description: Short reason when unavailable (revision_not_found, repo_not_found, gated, not_cached, client_missing, mirror_unreachable, missing_files, mismatch, error).
+  description:
+    - Short reason when unavailable (revision_not_found, repo_not_found, gated, not_cached, client_missing,
+      mirror_unreachable, missing_files, mismatch, error).
   returned: always
   type: str
 fix:

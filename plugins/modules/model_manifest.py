@@ -61,7 +61,7 @@ options:
     default: true
 notes:
   - Supports check mode (it only reads).
-  - Reading every byte is the point: on a 2-core test node sha256 runs at about 1 GB/s.
+  - "Reading every byte is the point: on a 2-core test node sha256 runs at about 1 GB/s."
 author:
   - llmops.serving contributors (!UNKNOWN)
 """

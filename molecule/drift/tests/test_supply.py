@@ -64,8 +64,8 @@ def sources():
     sh(MIRROR_NODE, "systemctl stop supply-mirror 2>/dev/null; systemctl reset-failed supply-mirror 2>/dev/null; "
                     "systemd-run --unit=supply-mirror python3 -m http.server %d --bind 127.0.0.1 --directory /srv/mirror"
                     % MIRROR_PORT)
-    for _ in range(50):
-        if subprocess.run(["curl", "-sf", "-o", "/dev/null", MIRROR_URL + "SHA256SUMS"]).returncode == 0:
+    for dummy in range(50):
+        if subprocess.run(["curl", "-sf", "-o", "/dev/null", MIRROR_URL + "SHA256SUMS"], check=False).returncode == 0:
             break
         time.sleep(0.2)
     STATE.update(src=src, shas=shas, tmp=tmp)
@@ -118,7 +118,7 @@ def test_fleet_serves_from_the_supplied_copy(sources):
                 ["curl", "-sf", "-m", "20", "http://127.0.0.1:%d/v1/completions" % PORTS[node],
                  "-H", "Content-Type: application/json",
                  "-d", json.dumps(dict(model="tiny", prompt="Hello", max_tokens=4))],
-                capture_output=True, text=True)
+                capture_output=True, text=True, check=False)
             if out.returncode == 0 and json.loads(out.stdout)["usage"]["completion_tokens"] > 0:
                 pending.discard(node)
         time.sleep(2)
@@ -132,8 +132,8 @@ def test_fleet_serves_from_the_supplied_copy(sources):
 def test_drift_names_the_host_whose_copy_differs_and_a_run_repairs_it(sources, tmp_path):
     sh("drift-2", "printf 'XXXX' | dd of=%s/model.safetensors bs=1 seek=4096 conv=notrunc status=none" % SERVED)
     sh("drift-3", "chmod 0644 %s/tokenizer.json" % CTL_DEST)
-    proc, _ = playbook("drift.yml", "--check", "--tags", "drift_models", "-e", models_vars(sources["src"]),
-                       "-e", "drift_fail_on_drift=false", json_out=False, report_dir=str(tmp_path))
+    proc, dummy = playbook("drift.yml", "--check", "--tags", "drift_models", "-e", models_vars(sources["src"]),
+                           "-e", "drift_fail_on_drift=false", json_out=False, report_dir=str(tmp_path))
     assert proc.returncode == 0, proc.stdout[-3000:]
     report, text = latest_report(str(tmp_path))
     rows = {(r["host"], r["component"], r["instance"]): r for r in report["drift"]}
@@ -158,15 +158,15 @@ def test_bad_input_fails_before_any_host_changes(sources):
     # a file the declared manifest needs and the source does not hold
     bad = json.dumps(dict(models_list=[dict(name="tiny-ctl", source="controller", path=sources["src"],
                                             manifest=[dict(path="model-00002-of-00002.safetensors", sha256="0" * 64)])]))
-    proc, _ = playbook("models.yml", "-e", bad, json_out=False)
+    proc, dummy = playbook("models.yml", "-e", bad, json_out=False)
     assert proc.returncode != 0 and "model-00002-of-00002.safetensors" in proc.stdout and "nothing was written" in proc.stdout
     # a fictional knob, named with the real one
     bad = json.dumps(dict(models_list=[dict(name="x", source="hf", model_id="org/x", revision="main")]))
-    proc, _ = playbook("models.yml", "-e", bad, json_out=False)
+    proc, dummy = playbook("models.yml", "-e", bad, json_out=False)
     assert proc.returncode != 0 and "model_id is not a key of a model; use repo_id" in proc.stdout
     # not enough disk: a new model where the margin cannot be met
-    proc, _ = playbook("models.yml", "-e", models_vars(sources["src"], models_free_space_margin_bytes=2 ** 62),
-                       "-e", '{"models_dir": "/srv/models-new"}', json_out=False)
+    proc, dummy = playbook("models.yml", "-e", models_vars(sources["src"], models_free_space_margin_bytes=2 ** 62),
+                           "-e", '{"models_dir": "/srv/models-new"}', json_out=False)
     assert proc.returncode != 0 and "has" in proc.stdout and "free" in proc.stdout
     for n in NODES:
         assert sh(n, "ls -l --time-style=+%%s %s" % SERVED) == before[n]

@@ -40,13 +40,13 @@ def test_compute_lists_files_sizes_and_sha256(model):
 
 
 def test_patterns_select_and_ignore(model):
-    root, _ = model
+    root, dummy = model
     assert [f["path"] for f in mm.compute(str(root), ["*.json"])["files"]] == ["config.json", "tokenizer/tokenizer.json"]
     assert [f["path"] for f in mm.compute(str(root), ["*.json"], ["tokenizer/*"])["files"]] == ["config.json"]
 
 
 def test_compare_in_sync_then_names_each_difference(model):
-    root, _ = model
+    root, dummy = model
     man = mm.compute(str(root))
     assert mm.compare(str(root), man)["differences"] == []
     with open(os.path.join(str(root), "model.safetensors"), "r+b") as f:  # same size, other bytes
@@ -62,7 +62,7 @@ def test_compare_in_sync_then_names_each_difference(model):
 
 
 def test_compare_size_without_reading_and_owner_mode(model):
-    root, _ = model
+    root, dummy = model
     man = mm.compute(str(root))
     with open(os.path.join(str(root), "config.json"), "ab") as f:
         f.write(b" ")
@@ -75,7 +75,7 @@ def test_compare_size_without_reading_and_owner_mode(model):
 
 
 def test_compare_missing_directory_needs_every_byte(model, tmp_path):
-    root, _ = model
+    root, dummy = model
     man = mm.compute(str(root))
     res = mm.compare(str(tmp_path / "nowhere"), man)
     assert len(res["differences"]) == 3 and res["missing_bytes"] == man["total_bytes"]
@@ -111,7 +111,7 @@ def test_sha256sums_round_trip_and_real_sha256sum_output(model):
 
 
 def test_diff_manifests(model):
-    root, _ = model
+    root, dummy = model
     man = mm.compute(str(root))
     other = dict(files=[dict(f, sha256="0" * 64) if f["path"] == "config.json" else f for f in man["files"][1:]])
     assert mm.diff_manifests(man, other) == {"config.json": "missing"}
