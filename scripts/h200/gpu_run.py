@@ -17,6 +17,11 @@ vllm_service role's templates (carried in .h200/render): the argv of
   kept    restart, compile cache kept, no hook
   wiped   VLLM_CACHE_ROOT emptied, restart
   eager   cache kept, the argv plus --enforce-eager
+  drain   the argv (with the role's --shutdown-timeout) plus --enforce-eager; 16
+          long completions in flight, SIGTERM to the main process only (the unit's
+          KillMode=mixed): how many finish, whether a new request is refused,
+          SIGTERM -> exit
+  abort   the same with --shutdown-timeout 0 (vLLM's default): the control
 
 usage: gpu_run.py DEADLINE_EPOCH   (stops starting steps that would not end by then)
 Everything lands in /tmp/gpurun/out; the caller tars it into $OUT.
@@ -40,8 +45,11 @@ OUTD = os.path.join(WORK, "out")
 STATE = os.path.join(WORK, "state.json")
 SITE = os.environ.get("SITE", "/tmp/site")
 MODEL_DIR = "/tmp/tinyllama"
-STEP_COST = {"model": 60, "args": 90, "cold": 200, "hook": 130, "kept": 110, "wiped": 120, "eager": 90}
-STEPS = ["model", "args", "cold", "hook", "kept", "wiped", "eager"]
+STEP_COST = {"model": 60, "args": 90, "cold": 200, "hook": 130, "kept": 110, "wiped": 120, "eager": 90,
+             "drain": 150, "abort": 120}
+STEPS = ["model", "args", "cold", "hook", "kept", "wiped", "eager", "drain", "abort"]
+DRAIN_CLIENTS = 16
+DRAIN_TOKENS = 512
 MARKS = {
     "engine_core_start": "EngineCore",
     "attn_backend": "attention backend",
@@ -154,7 +162,8 @@ def rendered():
     for line in unit.splitlines():
         if line.startswith("Environment="):
             k, v = line[len("Environment="):].split("=", 1)
-            env[k] = v.replace("%i", name)
+            # systemd specifiers: %i the instance, %t the runtime directory (/run for system units)
+            env[k] = v.replace("%i", name).replace("%t", "/run")
     for line in open(os.path.join(RENDER, "instance.env")).read().splitlines():
         m = re.match(r'^([A-Za-z_][A-Za-z0-9_]*)="(.*)"$', line)
         if m:
@@ -193,7 +202,10 @@ def completion(base):
 
 def start(r, tag, extra=(), deadline=None):
     env = dict(r["env"])
-    for d in (env["HOME"], env["VLLM_CACHE_ROOT"], env["HF_HOME"], env["XDG_CACHE_HOME"]):
+    # RuntimeDirectory=vllm-%i (systemd makes it) holds VLLM_RPC_BASE_PATH.
+    for d in (env["HOME"], env["VLLM_CACHE_ROOT"], env["HF_HOME"], env["XDG_CACHE_HOME"], env.get("VLLM_RPC_BASE_PATH")):
+        if not d:
+            continue
         os.makedirs(d, exist_ok=True)
     argv = list(r["argv"]) + list(extra)
     if not os.path.exists(argv[0]):
@@ -432,7 +444,74 @@ def main():
                 x.get("first_request_s"), x.get("next20_median_s")))
 
 
+def _with_shutdown_timeout(argv, value):
+    argv = list(argv)
+    if "--shutdown-timeout" in argv:
+        argv[argv.index("--shutdown-timeout") + 1] = str(value)
+    else:
+        argv += ["--shutdown-timeout", str(value)]
+    return argv
+
+
+def drain_step(st, r, tag, timeout_value, deadline):
+    """SIGTERM with requests in flight, as systemd sends it (main process only)."""
+    import threading  # pylint: disable=import-outside-toplevel
+    rr = dict(r, argv=_with_shutdown_timeout(r["argv"], timeout_value))
+    p, res, base = start(rr, tag, list(st.get("argv_extra", [])) + ["--enforce-eager"], deadline=deadline - 40)
+    res["shutdown_timeout"] = timeout_value
+    if res["status"] != "ok":
+        stop(p, res)
+        return res
+    body = dict(COMPLETION, max_tokens=DRAIN_TOKENS)
+    t_one = now()
+    c, raw, dummy, dummy = http(base, "POST", "/v1/completions", body, timeout=120)
+    res["one_request_s"] = round(now() - t_one, 3)
+    outcomes = []
+
+    def client():
+        t = now()
+        try:
+            code, raw, dummy, dummy = http(base, "POST", "/v1/completions", body, timeout=120)
+            toks = json.loads(raw)["usage"]["completion_tokens"] if code == 200 else 0
+            outcomes.append({"code": code, "tokens": toks, "s": round(now() - t, 3)})
+        except Exception as e:  # noqa: BLE001 - a cut connection is the point of the control
+            outcomes.append({"code": None, "error": type(e).__name__, "s": round(now() - t, 3)})
+
+    threads = [threading.Thread(target=client) for dummy in range(DRAIN_CLIENTS)]
+    for t in threads:
+        t.start()
+    time.sleep(min(1.0, res["one_request_s"] / 3))
+    t_term = now()
+    os.kill(p.pid, signal.SIGTERM)
+    time.sleep(0.3)
+    try:
+        code, raw, dummy, dummy = http(base, "POST", "/v1/completions", COMPLETION, timeout=10)
+        res["new_request_after_sigterm"] = code
+    except Exception as e:  # noqa: BLE001
+        res["new_request_after_sigterm"] = type(e).__name__
+    for t in threads:
+        t.join(150)
+    try:
+        p.wait(120)
+    except subprocess.TimeoutExpired:
+        pass
+    res["sigterm_to_main_exit_s"] = round(now() - t_term, 2) if p.poll() is not None else None
+    full = [o for o in outcomes if o.get("code") == 200 and o.get("tokens") == DRAIN_TOKENS]
+    res["in_flight"] = DRAIN_CLIENTS
+    res["finished_full"] = len(full)
+    res["failed"] = DRAIN_CLIENTS - len(full)
+    res["outcomes"] = outcomes
+    stop(p, res)
+    res["log_lines"] = [l for l in open(os.path.join(OUTD, "%s.log" % tag), errors="replace").read().splitlines()
+                        if "shutdown" in l.lower() or "drain" in l.lower() or "abort" in l.lower()][:40]
+    return res
+
+
 def run_step(st, r, step, deadline):
+    if step == "drain":
+        return drain_step(st, r, "drain", 60, deadline)
+    if step == "abort":
+        return drain_step(st, r, "abort", 0, deadline)
     if step == "model":
         return step_model(st, r)
     if step == "args":
