@@ -222,13 +222,21 @@ def test_graceful_stop_is_rendered_from_the_installed_vllm():
         assert sh(node, "readlink /opt/vllm/venv") == venv_of(node)
 
 
+# A rolling restart of every instance costs ~3-4 min per instance on 2 cores under
+# load: CI restarts one (drift-1, while drift-2/3 serve), the same drained path as
+# the full roll; LLMOPS_DRIFT_FULL_ROLL=1 rolls all three (a real fleet's order).
+FULL_ROLL = os.environ.get("LLMOPS_DRIFT_FULL_ROLL") == "1"
+
+
 def test_rolling_restart_under_load_has_no_failed_request():
-    proc, result, fig = phase("rolling_restart", "-e", "vllm_restart_sec=8")
+    limit = () if FULL_ROLL else ("--limit", "drift-1")  # the drain is delegated to drift-gw
+    rolled = list(NODES) if FULL_ROLL else ["drift-1"]
+    proc, result, fig = phase("rolling_restart", *(limit + ("-e", "vllm_restart_sec=8")))
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr
-    assert fig["restarted"] == list(NODES), fig
+    assert fig["restarted"] == rolled, fig
     assert fig["total"]["sent"] > 100 and fig["during"]["sent"] > 0, fig
     assert fig["total"]["failed"] == 0, fig
-    assert sorted(fig["restart_s"]) == list(NODES), fig
+    assert sorted(fig["restart_s"]) == rolled, fig
 
 
 STATE_VENV = {}
