@@ -319,11 +319,20 @@ def combine_state(health, readiness=None, unit=None):
     - ``dead``: /health 503 (engine dead), or the unit is failed/inactive;
     - ``starting``: connection refused or timed out while the unit is
       activating (ExecStartPost included), auto-restarting, or active with
-      its process still loading (vLLM refuses connections until ready);
+      its process still loading (vLLM refuses connections until ready); or
+      any non-503 HTTP answer while the unit is deactivating (the graceful
+      stop drains in-flight requests and takes no new ones);
     - ``unreachable``: no answer and no (known) unit to tell why.
     """
     active = (unit or {}).get("active_state") if unit and unit.get("known") else None
     sub = (unit or {}).get("sub_state")
+    if active == "deactivating" and health.get("status") is not None and health.get("status") != 503:
+        # The graceful stop (--shutdown-timeout): the old process still answers
+        # /health while it drains its in-flight requests and refuses new ones
+        # ("cannot schedule new futures after shutdown"). Not broken: on its way
+        # down (a restart brings it back; the unit says which).
+        return "starting", ("unit %s is %s/%s: the server is draining its in-flight requests (graceful stop) "
+                            "and takes no new ones" % (unit.get("name"), active, sub))
     if health.get("ok"):
         if readiness is None or readiness.get("ok"):
             return "ready", "/health 200" + (" and a completion returned %s token(s)" % readiness.get("tokens")

@@ -163,3 +163,20 @@ def test_api_key_in_header_not_in_repr():
     r = c.health()  # nothing listens on port 9 (discard): refused, and the key is not in the result
     assert r["error_kind"] in ("refused", "timeout")
     assert "sk-secret-xyz" not in json.dumps(r)
+
+
+def test_draining_server_reads_starting_not_degraded():
+    """The graceful stop (--shutdown-timeout): right after `systemctl restart --no-block` the old
+    process still answers /health 200 and fails completions ("cannot schedule new futures after
+    shutdown", seen in molecule/vllm_service) while the unit is deactivating."""
+    health = probe_from_capture(read("serve-ok", "health.http"))
+    comp = {"ok": False, "status": 500, "error_kind": "http", "tokens": 0,
+            "error": "POST /v1/completions: HTTP 500 (cannot schedule new futures after shutdown)"}
+    unit = vc.parse_systemctl_show("LoadState=loaded\nActiveState=deactivating\nSubState=stop-sigterm\nMainPID=42\n")
+    unit["name"] = "vllm@default.service"
+    state, reason = vc.combine_state(health, comp, unit)
+    assert state == "starting" and "draining" in reason, reason
+    # Active (not stopping) with the same answers is a broken engine.
+    active = vc.parse_systemctl_show(SHOW_ACTIVATING.replace("ActiveState=activating", "ActiveState=active"))
+    active["name"] = "vllm@default.service"
+    assert vc.combine_state(health, comp, active)[0] == "degraded"
