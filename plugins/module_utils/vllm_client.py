@@ -320,13 +320,13 @@ def combine_state(health, readiness=None, unit=None):
     - ``starting``: connection refused or timed out while the unit is
       activating (ExecStartPost included), auto-restarting, or active with
       its process still loading (vLLM refuses connections until ready); or
-      any non-503 HTTP answer while the unit is deactivating (the graceful
-      stop drains in-flight requests and takes no new ones);
+      anything but a 503 while the unit is deactivating (the graceful stop
+      drains in-flight requests and takes no new ones, then closes the port);
     - ``unreachable``: no answer and no (known) unit to tell why.
     """
     active = (unit or {}).get("active_state") if unit and unit.get("known") else None
     sub = (unit or {}).get("sub_state")
-    if active == "deactivating" and health.get("status") is not None and health.get("status") != 503:
+    if active == "deactivating" and health.get("status") != 503:
         # The graceful stop (--shutdown-timeout): the old process still answers
         # /health while it drains its in-flight requests and refuses new ones
         # ("cannot schedule new futures after shutdown"). Not broken: on its way
@@ -343,7 +343,7 @@ def combine_state(health, readiness=None, unit=None):
     if health.get("error_kind") == "http":
         return "degraded", health.get("error")
     # No HTTP answer (refused / timeout / other).
-    if active in ("failed", "inactive", "deactivating"):
+    if active in ("failed", "inactive"):
         return "dead", "unit %s is %s/%s and %s" % (unit.get("name"), active, sub, health.get("error"))
     if active in ("activating", "reloading"):
         return "starting", "unit %s is %s/%s; %s" % (unit.get("name"), active, sub, health.get("error"))

@@ -176,6 +176,8 @@ def test_draining_server_reads_starting_not_degraded():
     unit["name"] = "vllm@default.service"
     state, reason = vc.combine_state(health, comp, unit)
     assert state == "starting" and "draining" in reason, reason
+    # Later in the drain the port is closed: still on its way down, not dead.
+    assert vc.combine_state(REFUSED, None, unit)[0] == "starting"
     # Active (not stopping) with the same answers is a broken engine.
     active = vc.parse_systemctl_show(SHOW_ACTIVATING.replace("ActiveState=activating", "ActiveState=active"))
     active["name"] = "vllm@default.service"
