@@ -63,8 +63,8 @@ def inventory():
     return os.path.join(os.environ["MOLECULE_EPHEMERAL_DIRECTORY"], "inventory")
 
 
-def playbook(name, *args, json_out=True, report_dir=None, inventory_path=None):
-    """Run site.yml or playbooks/NAME with molecule's inventory."""
+def playbook(name, *args, json_out=True, report_dir=None, inventory_path=None, extra_inventory=None):
+    """Run site.yml or playbooks/NAME with molecule's inventory (and EXTRA_INVENTORY, a source read after it)."""
     env = dict(os.environ)
     env["ANSIBLE_FORCE_COLOR"] = "0"
     env["ANSIBLE_NOCOLOR"] = "1"
@@ -72,7 +72,7 @@ def playbook(name, *args, json_out=True, report_dir=None, inventory_path=None):
     if json_out:
         env["ANSIBLE_STDOUT_CALLBACK"] = "ansible.posix.json"
     path = os.path.join(ROOT, name) if name == "site.yml" else os.path.join(ROOT, "playbooks", name)
-    cmd = ["ansible-playbook", "-i", inventory_path or inventory(), path] + list(args)
+    cmd = ["ansible-playbook", "-i", inventory_path or inventory()] + (["-i", extra_inventory] if extra_inventory else []) + [path] + list(args)
     if report_dir:
         cmd += ["-e", "drift_report_dir=%s" % report_dir]
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT, check=False)

