@@ -140,8 +140,7 @@ def test_impossible_slo_fails_with_table(server, tiny_model, tmp_path):
 
 # The bound: verify_run_timeout (60 s) plus the playbook's own cost and the tool's
 # imports (torch for vllm bench, evalscope's stack), which took up to ~120 s of the
-# 182 s measured on the 2-core test machine at load 13. Without the role's bounds
-# a dead server keeps the tools retrying for their own defaults (minutes per level).
+# 182 s measured on the 2-core test machine at load 13.
 @pytest.mark.parametrize("tool,bound", [("vllm_bench", 240), ("evalscope", 240)])
 def test_stopped_server_fails_within_bound(tmp_path, tiny_model, tool, bound):
     # nothing listens on this port: the same as a stopped server
