@@ -9,7 +9,8 @@ __metaclass__ = type
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.llmops.serving.plugins.module_utils import drift, drift_gateway_venv
+from ansible_collections.llmops.serving.plugins.module_utils import drift
+from ansible_collections.llmops.serving.plugins.module_utils.drift import flash_attn, gateway, gpustack, venv, vllm
 
 PLAYBOOK = "playbooks/drift.yml"
 
@@ -31,30 +32,30 @@ def _rows(filter_name, data, host, fn, required=(), hint=PLAYBOOK, expects=None)
 
 
 def vllm_drift_rows(data, host):
-    return _rows("vllm_drift_rows", data, host, drift.vllm_rows, required=("instances",))
+    return _rows("vllm_drift_rows", data, host, vllm.vllm_rows, required=("instances",))
 
 
 def flash_attn_drift_rows(data, host):
-    return _rows("flash_attn_drift_rows", data, host, drift.flash_attn_rows)
+    return _rows("flash_attn_drift_rows", data, host, flash_attn.flash_attn_rows)
 
 
 def gpustack_drift_rows(data, host):
-    return _rows("gpustack_drift_rows", data, host, drift.gpustack_rows, required=("install_method",))
+    return _rows("gpustack_drift_rows", data, host, gpustack.gpustack_rows, required=("install_method",))
 
 
 def gpustack_model_drift_rows(results, host):
-    return _rows("gpustack_model_drift_rows", results, host, drift.gpustack_model_rows,
+    return _rows("gpustack_model_drift_rows", results, host, gpustack.gpustack_model_rows,
                  hint="roles/gpustack/tasks/drift_models.yml",
                  expects="the registered loop result of llmops.serving.gpustack_model")
 
 
 def gateway_drift_rows(data, host):
-    return _rows("gateway_drift_rows", data, host, drift_gateway_venv.gateway_rows,
+    return _rows("gateway_drift_rows", data, host, gateway.gateway_rows,
                  hint="roles/gateway/tasks/drift.yml")
 
 
 def vllm_venv_drift_rows(data, host):
-    return _rows("vllm_venv_drift_rows", data, host, drift_gateway_venv.venv_in_use_rows,
+    return _rows("vllm_venv_drift_rows", data, host, venv.venv_in_use_rows,
                  hint="roles/vllm_service/tasks/drift.yml", expects="a dict with 'venv' and 'cmdlines'")
 
 
