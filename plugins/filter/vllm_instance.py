@@ -4,7 +4,7 @@
 """The instance view of vllm_service and the one key lookup.
 
 Docs: vllm_instance_view.yml and vllm_instance_api_key.yml next to this file.
-vllm_args.py renders argv, vllm_flags.py validates options, and
+vllm_args.py renders argv, vllm_flags/ validates options, and
 module_utils/vllm_instance.py composes them into the view.
 """
 

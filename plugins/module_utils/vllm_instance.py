@@ -7,7 +7,7 @@ checked and quoted in one place.
 Who does what:
 
 - ``vllm_args.py`` RENDERS: options as data -> argv -> quoted ExecStart line;
-- ``vllm_flags.py`` VALIDATES options: fictional flags, ranges, parallel
+- ``vllm_flags/`` VALIDATES options: fictional flags, ranges, parallel
   sizes, shared GPUs (and, on the host, the installed vLLM's own parser);
 - this file COMPOSES both: ``build_view(instances, settings)`` returns one
   dict per instance (paths, unit, URL, argv, ExecStart, GPUs, whether it has
@@ -342,10 +342,10 @@ def _one(index, inst, settings):
     port = int(str(inst.get("port", DEFAULT_PORT)))
     served = _as_list(inst.get("served_model_name"))
     opts = vllm_flags.merged_options(inst, settings.get("common_args") or {})
-    key, tp = vllm_flags._lookup(opts, "tensor_parallel_size", "tp")
-    key, pp = vllm_flags._lookup(opts, "pipeline_parallel_size", "pp")
-    key, gmu = vllm_flags._lookup(opts, "gpu_memory_utilization", "device_memory_utilization")
-    key, mml = vllm_flags._lookup(opts, "max_model_len")
+    key, tp = vllm_flags.lookup(opts, "tensor_parallel_size", "tp")
+    key, pp = vllm_flags.lookup(opts, "pipeline_parallel_size", "pp")
+    key, gmu = vllm_flags.lookup(opts, "gpu_memory_utilization", "device_memory_utilization")
+    key, mml = vllm_flags.lookup(opts, "max_model_len")
     has_key = len(instance_api_key(name, settings.get("api_key"), settings.get("api_keys"))) > 0
     public = not is_loopback(host)
     env = instance_env(inst, settings)
@@ -442,8 +442,8 @@ def check(instances, settings):
                 msg = _public_problem(i, inst, host, has_key, settings)
                 if msg:
                     own.append(msg)
-            key, mml = vllm_flags._lookup(vllm_flags.merged_options(inst, settings.get("common_args") or {}),
-                                          "max_model_len")
+            key, mml = vllm_flags.lookup(vllm_flags.merged_options(inst, settings.get("common_args") or {}),
+                                         "max_model_len")
             try:
                 parse_model_len(mml)
             except ValueError:
