@@ -5,7 +5,7 @@
 
 Who does what: this file RENDERS (data -> argv -> quoted ExecStart line);
 ``vllm_flags/`` VALIDATES options (fictional flags, ranges, the installed
-vLLM's parser); ``vllm_instance.py`` COMPOSES both into the instance view
+vLLM's parser); ``vllm_instance/`` COMPOSES both into the instance view
 that the role, its templates and other playbooks read.
 
 Shared by the ``vllm_cli_args`` / ``systemd_exec_quote`` filters and the

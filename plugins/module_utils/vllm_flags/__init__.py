@@ -23,7 +23,7 @@ merged option lookup. Every name is importable from this package
 (``from ...module_utils import vllm_flags; vllm_flags.check_ranges(...)``).
 
 Who does what: ``vllm_args.py`` renders options into argv and quotes it for
-systemd; this package validates options; ``vllm_instance.py`` composes both
+systemd; this package validates options; ``vllm_instance/`` composes both
 into the instance view (and runs ``check_fictional``/``check_ranges`` on the
 controller, before any host is touched).
 """
