@@ -15,6 +15,16 @@ from ansible_collections.llmops.serving.plugins.module_utils.drift import flash_
 PLAYBOOK = "playbooks/drift.yml"
 
 
+def _kind(value):
+    """What a wrong input is, in words (ansible-core 2.19 hands over lazy list/dict subclasses)."""
+    if value is None:
+        return "nothing (None)"
+    for kind, name in ((dict, "a dict"), (str, "a string"), ((list, tuple), "a list"), (bool, "a boolean")):
+        if isinstance(value, kind):
+            return name
+    return type(value).__name__
+
+
 def _rows(filter_name, data, host, fn, required=(), hint=PLAYBOOK, expects=None):
     """Check the input of a ``<component>_drift_rows`` filter, then ``fn(host, data)``.
 
@@ -25,7 +35,7 @@ def _rows(filter_name, data, host, fn, required=(), hint=PLAYBOOK, expects=None)
     if not isinstance(data, dict) or any(k not in data for k in required):
         if expects is None:
             expects = "a dict with at least %s" % ", ".join("'%s'" % k for k in required) if required else "a dict"
-        got = type(data).__name__ if not isinstance(data, dict) else "a dict without %s" % ", ".join(
+        got = _kind(data) if not isinstance(data, dict) else "a dict without %s" % ", ".join(
             "'%s'" % k for k in required if k not in data)
         raise AnsibleFilterError("%s expects %s (see %s), got %s" % (filter_name, expects, hint, got))
     return fn(host, data)
@@ -66,13 +76,13 @@ def drift_unreachable_rows(all_hosts, ok_hosts):
 def drift_collect(targets, hostvars):
     if not isinstance(targets, dict):
         raise AnsibleFilterError("drift_collect expects {component: [hosts]} (see %s), got %s"
-                                 % (PLAYBOOK, type(targets).__name__))
+                                 % (PLAYBOOK, _kind(targets)))
     return drift.collect(hostvars, targets)
 
 
 def drift_table(rows):
     if not isinstance(rows, list):
-        raise AnsibleFilterError("drift_table expects a list of drift rows, got %s" % type(rows).__name__)
+        raise AnsibleFilterError("drift_table expects a list of drift rows, got %s" % _kind(rows))
     return drift.drift_table(rows)
 
 

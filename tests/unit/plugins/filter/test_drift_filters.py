@@ -27,7 +27,7 @@ def test_row_filters_reject_a_non_dict_naming_the_filter_and_the_source(name):
     with pytest.raises(AnsibleFilterError) as e:
         F[name](["not", "a", "dict"], "h1")
     msg = str(e.value)
-    assert msg.startswith(name + " expects ") and "got list" in msg
+    assert msg.startswith(name + " expects ") and "got a list" in msg
     for w in words:
         if not w.startswith("without"):
             assert w in msg, (w, msg)
