@@ -36,7 +36,7 @@ from ansible_collections.llmops.serving.plugins.module_utils.vllm_flags.knobs im
     COMMON_ARGS_VAR, COMMON_ENV_VAR, DEFAULT_GPU_MEMORY_UTILIZATION, FICTIONAL_ENV, FICTIONAL_ENV_CPU,
     FICTIONAL_OPTIONS, INSTANCES_VAR, KV_CACHE_DTYPES, RESERVED_OPTIONS)
 from ansible_collections.llmops.serving.plugins.module_utils.vllm_flags.options import (  # noqa: F401
-    as_int, format_problems, inst_path, lookup, merged_options, normalize_key, option_source, problem)
+    as_int, format_problems, inst_path, int_or_none, lookup, merged_options, normalize_key, option_source, problem)
 from ansible_collections.llmops.serving.plugins.module_utils.vllm_flags.fictional import (  # noqa: F401
     check_fictional, checked_elsewhere)
 from ansible_collections.llmops.serving.plugins.module_utils.vllm_flags.ranges import check_ranges  # noqa: F401

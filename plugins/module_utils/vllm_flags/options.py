@@ -56,9 +56,18 @@ def lookup(options, *names):
 
 
 def as_int(value):
+    """An inventory integer (``8``, ``"8"``); ValueError for booleans and anything else."""
     if isinstance(value, bool):
         raise ValueError(value)
     return int(str(value))
+
+
+def int_or_none(value, default=None):
+    """``as_int``, or ``default`` where the value is not an integer (None, a boolean, text)."""
+    try:
+        return as_int(value)
+    except ValueError:
+        return default
 
 
 def format_problems(problems):

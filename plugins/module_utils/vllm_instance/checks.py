@@ -19,7 +19,7 @@ from ansible_collections.llmops.serving.plugins.module_utils import vllm_flags
 from ansible_collections.llmops.serving.plugins.module_utils import vllm_multinode
 from ansible_collections.llmops.serving.plugins.module_utils.vllm_instance.env import instance_api_key
 from ansible_collections.llmops.serving.plugins.module_utils.vllm_instance.values import (
-    DEFAULT_HOST, DEFAULT_PORT, int_or_none, is_global_ip, is_loopback, is_secret_name, is_wildcard,
+    DEFAULT_HOST, DEFAULT_PORT, is_global_ip, is_loopback, is_secret_name, is_wildcard,
     normalize_settings, parse_model_len)
 
 NAME_RE = re.compile(r"^[A-Za-z0-9_.-]+$")
@@ -86,7 +86,7 @@ def _check_identity(index, inst, seen_names, seen_ports):
     if not inst.get("model") or not isinstance(inst.get("model"), str):
         p.append("%s.model is required: an absolute path on the host (or a hub id with HF_HUB_OFFLINE unset)"
                  % base)
-    port = int_or_none(inst.get("port", DEFAULT_PORT))
+    port = vllm_flags.int_or_none(inst.get("port", DEFAULT_PORT))
     if port is None or not MIN_PORT <= port <= MAX_PORT:
         p.append("%s.port must be an integer in %d..%d (got %r): the unit runs as an unprivileged user without "
                  "capabilities, so it cannot bind ports below %d; put a proxy on a low port if you need one"

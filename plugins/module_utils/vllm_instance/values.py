@@ -73,15 +73,6 @@ def as_list(value):
     return [str(value)]
 
 
-def int_or_none(value):
-    if value is None or isinstance(value, bool):
-        return None
-    try:
-        return int(str(value))
-    except ValueError:
-        return None
-
-
 def parse_model_len(value):
     """``8192``, ``32k`` (x1000), ``32K`` (x1024), ``1m``/``1M`` -> int; -1/auto/None -> None."""
     if value is None or isinstance(value, bool):
@@ -105,7 +96,7 @@ def to_bool(value):
 def normalize_settings(settings):
     """Settings as templated by any ansible-core (2.16 may hand over strings)."""
     s = dict(settings or {})
-    s["gpu_count"] = int_or_none(s.get("gpu_count"))
+    s["gpu_count"] = vllm_flags.int_or_none(s.get("gpu_count"))
     try:
         s["default_gpu_memory_utilization"] = float(s.get("default_gpu_memory_utilization",
                                                           vllm_flags.DEFAULT_GPU_MEMORY_UTILIZATION))

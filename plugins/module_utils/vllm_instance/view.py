@@ -15,7 +15,7 @@ from ansible_collections.llmops.serving.plugins.module_utils import vllm_multino
 from ansible_collections.llmops.serving.plugins.module_utils.vllm_instance.checks import check
 from ansible_collections.llmops.serving.plugins.module_utils.vllm_instance.env import instance_api_key, instance_env
 from ansible_collections.llmops.serving.plugins.module_utils.vllm_instance.values import (
-    DEFAULT_HOST, DEFAULT_PORT, InstanceViewError, as_list, int_or_none, is_loopback, is_secret_name,
+    DEFAULT_HOST, DEFAULT_PORT, InstanceViewError, as_list, is_loopback, is_secret_name,
     normalize_settings, parse_model_len, probe_host, url_for)
 
 
@@ -75,8 +75,8 @@ def _one(index, inst, settings):
         "url": url,
         "port": port,
         "gpus": [int(g) for g in gpus] if isinstance(gpus, (list, tuple)) else None,
-        "tensor_parallel_size": int_or_none(tp) or 1,
-        "pipeline_parallel_size": int_or_none(pp) or 1,
+        "tensor_parallel_size": vllm_flags.int_or_none(tp) or 1,
+        "pipeline_parallel_size": vllm_flags.int_or_none(pp) or 1,
         "gpu_memory_utilization": float(gmu) if gmu is not None else float(
             settings.get("default_gpu_memory_utilization", vllm_flags.DEFAULT_GPU_MEMORY_UTILIZATION)),
         "max_model_len": parse_model_len(mml) if mml is not None else None,
@@ -89,7 +89,7 @@ def _one(index, inst, settings):
         "secret_env_keys": secret_keys,
         "has_secrets": has_key or bool(secret_keys),
         "env": dict((k, v) for k, v in env.items() if k not in secret_keys),
-        "readiness_timeout": int_or_none(inst.get("readiness_timeout")),
+        "readiness_timeout": vllm_flags.int_or_none(inst.get("readiness_timeout")),
         "device": settings.get("device", "cpu"),
         "python": python,
         # Multi-node (vllm_multinode.py): null / single-host defaults otherwise.
