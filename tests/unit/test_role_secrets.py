@@ -58,10 +58,19 @@ class _Captured(Exception):
     pass
 
 
+_NO_LOG_OPTIONS = {}
+
+
 def _module_no_log_options(fqcn):
     """Options the collection's module declares no_log (empty for other modules)."""
     if not fqcn.startswith("llmops.serving."):
         return set()
+    if fqcn not in _NO_LOG_OPTIONS:
+        _NO_LOG_OPTIONS[fqcn] = _read_no_log_options(fqcn)
+    return _NO_LOG_OPTIONS[fqcn]
+
+
+def _read_no_log_options(fqcn):
     mod = importlib.import_module("ansible_collections.llmops.serving.plugins.modules.%s" % fqcn.split(".")[2])
     seen = {}
 
@@ -127,11 +136,9 @@ def _tasks(node):
             yield node
 
 
-def _strings(value, skip=()):
+def _strings(value):
     if isinstance(value, dict):
-        for key, sub in value.items():
-            if key in skip:
-                continue
+        for sub in value.values():
             for s in _strings(sub):
                 yield s
     elif isinstance(value, list):
