@@ -124,14 +124,12 @@ def _tasks(node):
     """Every task of a tasks file or playbook, blocks and plays unfolded."""
     if isinstance(node, list):
         for item in node:
-            for task in _tasks(item):
-                yield task
+            yield from _tasks(item)
     elif isinstance(node, dict):
         nested = [k for k in ("block", "rescue", "always", "tasks", "pre_tasks", "post_tasks", "handlers") if k in node]
         if nested:
             for key in nested:
-                for task in _tasks(node[key]):
-                    yield task
+                yield from _tasks(node[key])
         else:
             yield node
 
@@ -139,12 +137,10 @@ def _tasks(node):
 def _strings(value):
     if isinstance(value, dict):
         for sub in value.values():
-            for s in _strings(sub):
-                yield s
+            yield from _strings(sub)
     elif isinstance(value, list):
         for sub in value:
-            for s in _strings(sub):
-                yield s
+            yield from _strings(sub)
     elif isinstance(value, str):
         yield value
 

@@ -39,13 +39,11 @@ def _specs(role):
 def _tasks(node):
     if isinstance(node, list):
         for item in node:
-            for task in _tasks(item):
-                yield task
+            yield from _tasks(item)
     elif isinstance(node, dict):
         nested = [k for k in ("block", "rescue", "always") if k in node]
         for key in nested:
-            for task in _tasks(node[key]):
-                yield task
+            yield from _tasks(node[key])
         if not nested:
             yield node
 
