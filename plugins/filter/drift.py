@@ -9,19 +9,64 @@ __metaclass__ = type
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.llmops.serving.plugins.module_utils import drift, drift_gateway_venv
+from ansible_collections.llmops.serving.plugins.module_utils import drift
+from ansible_collections.llmops.serving.plugins.module_utils.drift import flash_attn, gateway, gpustack, venv, vllm
+
+PLAYBOOK = "playbooks/drift.yml"
+
+
+def _kind(value):
+    """What a wrong input is, in words (ansible-core 2.19 hands over lazy list/dict subclasses)."""
+    if value is None:
+        return "nothing (None)"
+    for kind, name in ((dict, "a dict"), (str, "a string"), ((list, tuple), "a list"), (bool, "a boolean")):
+        if isinstance(value, kind):
+            return name
+    return type(value).__name__
+
+
+def _rows(filter_name, data, host, fn, required=(), hint=PLAYBOOK, expects=None):
+    """Check the input of a ``<component>_drift_rows`` filter, then ``fn(host, data)``.
+
+    ``required``: keys ``data`` must have; ``hint``: where the input is built
+    (named in the error); ``expects``: what the input is, in words (default:
+    a dict with the required keys).
+    """
+    if not isinstance(data, dict) or any(k not in data for k in required):
+        if expects is None:
+            expects = "a dict with at least %s" % ", ".join("'%s'" % k for k in required) if required else "a dict"
+        got = _kind(data) if not isinstance(data, dict) else "a dict without %s" % ", ".join(
+            "'%s'" % k for k in required if k not in data)
+        raise AnsibleFilterError("%s expects %s (see %s), got %s" % (filter_name, expects, hint, got))
+    return fn(host, data)
 
 
 def vllm_drift_rows(data, host):
-    if not isinstance(data, dict) or "instances" not in data:
-        raise AnsibleFilterError("vllm_drift_rows expects a dict with at least 'instances' (see playbooks/drift.yml)")
-    return drift.vllm_rows(host, data)
+    return _rows("vllm_drift_rows", data, host, vllm.vllm_rows, required=("instances",))
 
 
 def flash_attn_drift_rows(data, host):
-    if not isinstance(data, dict):
-        raise AnsibleFilterError("flash_attn_drift_rows expects a dict (see playbooks/drift.yml)")
-    return drift.flash_attn_rows(host, data)
+    return _rows("flash_attn_drift_rows", data, host, flash_attn.flash_attn_rows)
+
+
+def gpustack_drift_rows(data, host):
+    return _rows("gpustack_drift_rows", data, host, gpustack.gpustack_rows, required=("install_method",))
+
+
+def gpustack_model_drift_rows(results, host):
+    return _rows("gpustack_model_drift_rows", results, host, gpustack.gpustack_model_rows,
+                 hint="roles/gpustack/tasks/drift_models.yml",
+                 expects="the registered loop result of llmops.serving.gpustack_model")
+
+
+def gateway_drift_rows(data, host):
+    return _rows("gateway_drift_rows", data, host, gateway.gateway_rows,
+                 hint="roles/gateway/tasks/drift.yml")
+
+
+def vllm_venv_drift_rows(data, host):
+    return _rows("vllm_venv_drift_rows", data, host, venv.venv_in_use_rows,
+                 hint="roles/vllm_service/tasks/drift.yml", expects="a dict with 'venv' and 'cmdlines'")
 
 
 def drift_unreachable_rows(all_hosts, ok_hosts):
@@ -30,38 +75,15 @@ def drift_unreachable_rows(all_hosts, ok_hosts):
 
 def drift_collect(targets, hostvars):
     if not isinstance(targets, dict):
-        raise AnsibleFilterError("drift_collect expects {component: [hosts]} (see playbooks/drift.yml)")
+        raise AnsibleFilterError("drift_collect expects {component: [hosts]} (see %s), got %s"
+                                 % (PLAYBOOK, _kind(targets)))
     return drift.collect(hostvars, targets)
 
 
 def drift_table(rows):
     if not isinstance(rows, list):
-        raise AnsibleFilterError("drift_table expects a list of drift rows")
+        raise AnsibleFilterError("drift_table expects a list of drift rows, got %s" % _kind(rows))
     return drift.drift_table(rows)
-
-
-def gpustack_drift_rows(data, host):
-    if not isinstance(data, dict) or "install_method" not in data:
-        raise AnsibleFilterError("gpustack_drift_rows expects a dict with at least 'install_method' (see playbooks/drift.yml)")
-    return drift.gpustack_rows(host, data)
-
-
-def gpustack_model_drift_rows(results, host):
-    if not isinstance(results, dict):
-        raise AnsibleFilterError("gpustack_model_drift_rows expects the registered loop result of llmops.serving.gpustack_model")
-    return drift.gpustack_model_rows(host, results)
-
-
-def gateway_drift_rows(data, host):
-    if not isinstance(data, dict):
-        raise AnsibleFilterError("gateway_drift_rows expects a dict (see roles/gateway/tasks/drift.yml)")
-    return drift_gateway_venv.gateway_rows(host, data)
-
-
-def vllm_venv_drift_rows(data, host):
-    if not isinstance(data, dict):
-        raise AnsibleFilterError("vllm_venv_drift_rows expects a dict with 'venv' and 'cmdlines' (see roles/vllm_service/tasks/drift.yml)")
-    return drift_gateway_venv.venv_in_use_rows(host, data)
 
 
 class FilterModule(object):

@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: llmops.serving contributors
 # Apache License 2.0 (see LICENSE)
-"""Filters over normalized load-test levels (see plugins/module_utils/loadtest.py)."""
+"""Filters over normalized load-test levels (see plugins/module_utils/loadtest/)."""
 
 from __future__ import absolute_import, division, print_function
 

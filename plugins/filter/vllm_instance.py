@@ -4,8 +4,8 @@
 """The instance view of vllm_service and the one key lookup.
 
 Docs: vllm_instance_view.yml and vllm_instance_api_key.yml next to this file.
-vllm_args.py renders argv, vllm_flags.py validates options, and
-module_utils/vllm_instance.py composes them into the view.
+vllm_args.py renders argv, vllm_flags/ validates options, and
+module_utils/vllm_instance/ composes them into the view.
 """
 
 from __future__ import absolute_import, division, print_function

@@ -4,8 +4,8 @@
 """Render vLLM options given as data into argv, and quote argv for systemd.
 
 Who does what: this file RENDERS (data -> argv -> quoted ExecStart line);
-``vllm_flags.py`` VALIDATES options (fictional flags, ranges, the installed
-vLLM's parser); ``vllm_instance.py`` COMPOSES both into the instance view
+``vllm_flags/`` VALIDATES options (fictional flags, ranges, the installed
+vLLM's parser); ``vllm_instance/`` COMPOSES both into the instance view
 that the role, its templates and other playbooks read.
 
 Shared by the ``vllm_cli_args`` / ``systemd_exec_quote`` filters and the

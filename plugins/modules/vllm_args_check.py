@@ -244,7 +244,7 @@ def model_entries(view, instances, common_args):
         e["index"] = i
         if i < len(instances):
             opts = vllm_flags.merged_options(instances[i], common_args)
-            key, dummy = vllm_flags._lookup(opts, "max_model_len")
+            key, dummy = vllm_flags.lookup(opts, "max_model_len")
             if key is not None:
                 e["max_model_len_path"] = vllm_flags.option_source(i, instances[i], common_args, key)
         entries.append(e)

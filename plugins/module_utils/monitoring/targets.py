@@ -22,17 +22,14 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+# The view's own address rules (one place: vllm_instance/values.py).
+from ansible_collections.llmops.serving.plugins.module_utils.vllm_instance.values import is_loopback, is_wildcard  # noqa: F401
+
 JOBS = ("vllm", "node", "dcgm", "gpustack", "gateway")
-WILDCARDS = ("0.0.0.0", "::", "")
 
 
 class TargetError(Exception):
     pass
-
-
-def is_loopback(addr):
-    addr = (addr or "").strip("[]")
-    return addr == "localhost" or addr.startswith("127.") or addr == "::1"
 
 
 def hostport(addr, port):
@@ -48,7 +45,7 @@ def vllm_address(rec, inst):
     probe = inst.get("probe_host") or bind or "127.0.0.1"
     if rec.get("local"):
         return hostport(probe, inst["port"])
-    if bind in WILDCARDS:
+    if is_wildcard(bind):
         return hostport(rec["address"], inst["port"])
     if is_loopback(bind):
         raise TargetError(

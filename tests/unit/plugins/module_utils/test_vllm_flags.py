@@ -307,3 +307,9 @@ def test_real_parser_rejects_the_removed_flags_too():
                      ["--model", "m", "--enable-flash-attn"]])
     for res in out["results"]:
         assert not res["ok"] and "unrecognized arguments" in res["errors"][0]["msg"]
+
+
+def test_int_or_none_is_the_one_rule_for_inventory_integers():
+    """vllm_instance and vllm_multinode read ports, sizes and GPU counts through it."""
+    assert [F.int_or_none(v) for v in (8, "8", " 8", None, True, "x", "8.5")] == [8, 8, 8, None, None, None, None]
+    assert F.int_or_none(None, 1) == 1 and F.int_or_none(False, 1) == 1

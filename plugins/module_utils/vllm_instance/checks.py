@@ -1,41 +1,26 @@
 # -*- coding: utf-8 -*-
 # Copyright: llmops.serving contributors
 # Apache License 2.0 (see LICENSE)
-"""The instance view: every per-instance value of vllm_service, computed,
-checked and quoted in one place.
-
-Who does what:
-
-- ``vllm_args.py`` RENDERS: options as data -> argv -> quoted ExecStart line;
-- ``vllm_flags.py`` VALIDATES options: fictional flags, ranges, parallel
-  sizes, shared GPUs (and, on the host, the installed vLLM's own parser);
-- this file COMPOSES both: ``build_view(instances, settings)`` returns one
-  dict per instance (paths, unit, URL, argv, ExecStart, GPUs, whether it has
-  a key, ...) and raises ``InstanceViewError`` - naming the instance, the
-  variable and the fix - for every input that must fail before any change.
-
-The view never holds a secret: API keys and secret-named environment values
-only decide booleans (``has_api_key``) and are checked for control
-characters. The key value is read by exactly one template (instance.env.j2)
-through ``instance_api_key``.
-
-``settings`` (built once by the role in roles/vllm_service/vars/main.yml):
-python, install_dir, home, config_dir, unit_dir, device (cpu/cuda),
-common_args, common_env, cpu_kvcache_space_gib, api_key, api_keys,
-default_gpu_memory_utilization, gpu_count, allow_public_bind,
-allow_unauthenticated_public_bind, gateway, warmup (dict or None).
+"""Every rule an instance must pass before any host changes (``check``):
+names, models, ports, hosts, env keys, control characters, secrets in argv,
+public binds without a key or around the gateway, ``max_model_len``,
+multi-node plans and the vllm_flags checks; each message names the instance,
+the variable and the fix.
 """
 
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import ipaddress
 import re
 
 from ansible_collections.llmops.serving.plugins.module_utils import vllm_args
 from ansible_collections.llmops.serving.plugins.module_utils import vllm_flags
 from ansible_collections.llmops.serving.plugins.module_utils import vllm_multinode
+from ansible_collections.llmops.serving.plugins.module_utils.vllm_instance.env import instance_api_key
+from ansible_collections.llmops.serving.plugins.module_utils.vllm_instance.values import (
+    DEFAULT_HOST, DEFAULT_PORT, is_global_ip, is_loopback, is_secret_name, is_wildcard,
+    normalize_settings, parse_model_len)
 
 NAME_RE = re.compile(r"^[A-Za-z0-9_.-]+$")
 ENV_KEY_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -44,50 +29,10 @@ CONTROL_CHARS = vllm_args.CONTROL_CHARS
 # (CapabilityBoundingSet= empty): it cannot bind ports below 1024.
 MIN_PORT = 1024
 MAX_PORT = 65535
-WILDCARDS = ("", "0.0.0.0", "::", "[::]", "*")
-# Words that make a name a secret (split on "_", "-" and case).
-SECRET_WORDS = frozenset(["TOKEN", "SECRET", "PASSWORD", "PASSWD", "KEY", "APIKEY", "CREDENTIAL",
-                          "CREDENTIALS", "PRIVATE"])
-DEFAULT_HOST = "127.0.0.1"
-DEFAULT_PORT = 8000
 
 PUBLIC_WHY = (
     "vLLM 0.32 protects only /v1 with the API key: POST /invocations serves full completions, and "
     "/tokenize, /metrics, /load answer, without any key (measured on 0.32.0)")
-
-
-class InstanceViewError(Exception):
-    """An instance value that must not reach the host; the message names
-    the instance, the variable and the fix (several problems, one a line)."""
-
-
-def is_secret_name(name):
-    """HF_TOKEN, AWS_SECRET_ACCESS_KEY, hf_token, db-password -> True."""
-    words = re.split(r"[_\-.]+", str(name).upper())
-    return any(w in SECRET_WORDS for w in words)
-
-
-def is_loopback(host):
-    h = str(host).strip("[]").lower()
-    return h == "localhost" or h == "::1" or h.startswith("127.")
-
-
-def is_wildcard(host):
-    return str(host) in WILDCARDS
-
-
-def probe_host(host):
-    """Where the controller-side probes connect: loopback for wildcards."""
-    if is_wildcard(host):
-        return "127.0.0.1"
-    return str(host).strip("[]")
-
-
-def url_for(host, port):
-    h = probe_host(host)
-    if ":" in h:
-        h = "[%s]" % h
-    return "http://%s:%d" % (h, port)
 
 
 def _walk(value, path, out=None):
@@ -118,70 +63,6 @@ def _control_problems(value, path, secret=False):
     return out
 
 
-def _as_list(value):
-    if value is None or value == "":
-        return []
-    if isinstance(value, (list, tuple)):
-        return [str(v) for v in value]
-    return [str(value)]
-
-
-def _int_or_none(value):
-    if value is None or isinstance(value, bool):
-        return None
-    try:
-        return int(str(value))
-    except ValueError:
-        return None
-
-
-def parse_model_len(value):
-    """``8192``, ``32k`` (x1000), ``32K`` (x1024), ``1m``/``1M`` -> int; -1/auto/None -> None."""
-    if value is None or isinstance(value, bool):
-        return None
-    text = str(value).strip()
-    if text in ("-1", "auto", ""):
-        return None
-    m = re.match(r"^(\d+(?:\.\d+)?)([kKmMgG]?)$", text)
-    if not m:
-        raise ValueError(value)
-    mult = {"": 1, "k": 1000, "K": 1024, "m": 1000 ** 2, "M": 1024 ** 2, "g": 1000 ** 3, "G": 1024 ** 3}
-    return int(float(m.group(1)) * mult[m.group(2)])
-
-
-def instance_api_key(name, api_key, api_keys):
-    """The key of instance ``name``: vllm_api_keys[name] if listed (``""``
-    turns it off), else vllm_api_key. Read only by instance.env.j2."""
-    api_keys = api_keys or {}
-    if name in api_keys:
-        return "" if api_keys[name] is None else str(api_keys[name])
-    return "" if api_key is None else str(api_key)
-
-
-def instance_env(instance, settings):
-    """The environment of one instance (common env, device variables, the
-    instance's own env), without VLLM_API_KEY. May hold secrets: only the
-    env template and the view's name list read it."""
-    env = {}
-    for k, v in (settings.get("common_env") or {}).items():
-        env[str(k)] = "" if v is None else str(v)
-    if settings.get("device") == "cpu":
-        env["VLLM_CPU_KVCACHE_SPACE"] = str(settings.get("cpu_kvcache_space_gib", 1))
-    gpus = instance.get("gpus")
-    if isinstance(gpus, (list, tuple)):
-        env["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in gpus)
-    for k, v in (instance.get("env") or {}).items():
-        env[str(k)] = "" if v is None else str(v)
-    multi = vllm_multinode.plan(instance, settings)
-    for k, v in (multi["env"] if multi else {}).items():
-        env.setdefault(k, v)  # VLLM_HOST_IP of this node, unless the instance sets it
-    if env.get("VLLM_CPU_KVCACHE_SPACE") == "":
-        # "" = let vLLM size the KV cache from gpu_memory_utilization; vLLM
-        # itself fails on an empty value (int(''), measured on 0.32.0).
-        del env["VLLM_CPU_KVCACHE_SPACE"]
-    return env
-
-
 def _label(index, inst):
     name = inst.get("name") if isinstance(inst, dict) else None
     return "instance %s (vllm_instances[%d])" % (name if name else "<no name>", index)
@@ -205,7 +86,7 @@ def _check_identity(index, inst, seen_names, seen_ports):
     if not inst.get("model") or not isinstance(inst.get("model"), str):
         p.append("%s.model is required: an absolute path on the host (or a hub id with HF_HUB_OFFLINE unset)"
                  % base)
-    port = _int_or_none(inst.get("port", DEFAULT_PORT))
+    port = vllm_flags.int_or_none(inst.get("port", DEFAULT_PORT))
     if port is None or not MIN_PORT <= port <= MAX_PORT:
         p.append("%s.port must be an integer in %d..%d (got %r): the unit runs as an unprivileged user without "
                  "capabilities, so it cannot bind ports below %d; put a proxy on a low port if you need one"
@@ -280,14 +161,6 @@ def _check_settings(settings):
     return p
 
 
-def is_global_ip(host):
-    """An IP literal that is routable on the internet (not private, loopback, link-local)."""
-    try:
-        return ipaddress.ip_address(str(host).strip("[]")).is_global
-    except ValueError:
-        return False
-
-
 def _public_problem(index, inst, host, has_key, settings):
     if settings.get("gateway"):
         # Behind a gateway: the private address it reaches, never a wildcard or public one
@@ -315,112 +188,6 @@ def _public_problem(index, inst, host, has_key, settings):
             % (index, host, what, "" if has_key else " and the instance has no API key", PUBLIC_WHY, fix))
 
 
-def _warmup_hook(python, settings, url, has_key):
-    w = settings.get("warmup")
-    if not w:
-        return None
-    hook = [python, "%s/bin/vllm-warmup.py" % settings.get("install_dir", "/opt/vllm"),
-            "--url", url,
-            "--wait-ready-timeout", str(w.get("wait_ready_timeout", 600)),
-            "--prompt-lens", ",".join(str(n) for n in w.get("prompt_lens", [16, 64])),
-            "--max-tokens", str(w.get("max_tokens", 16)),
-            "--count", str(w.get("count", 8)),
-            "--concurrency", str(w.get("concurrency", 2)), "--quiet"]
-    if has_key:
-        hook += ["--api-key-env", "VLLM_API_KEY"]
-    return ("-" if w.get("ignore_errors") else "") + vllm_args.systemd_exec(hook)
-
-
-def _one(index, inst, settings):
-    multi = vllm_multinode.plan(inst, settings)
-    if multi:
-        inst = dict(inst, args=dict(inst.get("args") or {}, **multi["options"]))
-    name = inst["name"]
-    python = settings.get("python", "/opt/vllm/venv/bin/python")
-    home = settings.get("home", "/var/lib/vllm")
-    host = inst.get("host", DEFAULT_HOST)
-    port = int(str(inst.get("port", DEFAULT_PORT)))
-    served = _as_list(inst.get("served_model_name"))
-    opts = vllm_flags.merged_options(inst, settings.get("common_args") or {})
-    key, tp = vllm_flags._lookup(opts, "tensor_parallel_size", "tp")
-    key, pp = vllm_flags._lookup(opts, "pipeline_parallel_size", "pp")
-    key, gmu = vllm_flags._lookup(opts, "gpu_memory_utilization", "device_memory_utilization")
-    key, mml = vllm_flags._lookup(opts, "max_model_len")
-    has_key = len(instance_api_key(name, settings.get("api_key"), settings.get("api_keys"))) > 0
-    public = not is_loopback(host)
-    env = instance_env(inst, settings)
-    secret_keys = sorted(k for k in env if is_secret_name(k))
-    argv = vllm_args.instance_argv(inst, python, settings.get("common_args") or {})
-    if multi and not multi["serves_http"]:
-        argv = [python, "-c", vllm_multinode.HEADLESS_CODE] + argv[3:]
-    url = url_for(host, port)
-    gpus = inst.get("gpus")
-    return {
-        "name": name,
-        "unit": "vllm@%s.service" % name,
-        "dropin_path": "%s/vllm@%s.service.d/10-instance.conf" % (
-            settings.get("unit_dir", "/etc/systemd/system"), name),
-        "env_path": "%s/%s.env" % (settings.get("config_dir", "/etc/vllm"), name),
-        "state_dir": "%s/%s" % (home, name),
-        "cache_dir": "%s/%s/cache" % (home, name),
-        "model": inst["model"],
-        "served_model_name": served,
-        "served_name": served[0] if served else inst["model"],
-        "host": host,
-        "probe_host": probe_host(host),
-        "url": url,
-        "port": port,
-        "gpus": [int(g) for g in gpus] if isinstance(gpus, (list, tuple)) else None,
-        "tensor_parallel_size": _int_or_none(tp) or 1,
-        "pipeline_parallel_size": _int_or_none(pp) or 1,
-        "gpu_memory_utilization": float(gmu) if gmu is not None else float(
-            settings.get("default_gpu_memory_utilization", vllm_flags.DEFAULT_GPU_MEMORY_UTILIZATION)),
-        "max_model_len": parse_model_len(mml) if mml is not None else None,
-        "has_api_key": has_key,
-        "public_bind": public,
-        "public_without_key": public and not has_key,
-        "argv": argv,
-        "exec_start": vllm_args.systemd_exec(argv),
-        "exec_start_post": _warmup_hook(python, settings, url, has_key),
-        "secret_env_keys": secret_keys,
-        "has_secrets": has_key or bool(secret_keys),
-        "env": dict((k, v) for k, v in env.items() if k not in secret_keys),
-        "readiness_timeout": _int_or_none(inst.get("readiness_timeout")),
-        "device": settings.get("device", "cpu"),
-        "python": python,
-        # Multi-node (vllm_multinode.py): null / single-host defaults otherwise.
-        "nodes": multi["nodes"] if multi else None,
-        "distributed_mode": multi["distributed_mode"] if multi else None,
-        "node_rank": multi["node_rank"] if multi else 0,
-        "head_address": multi["head_address"] if multi else None,
-        "serves_http": multi["serves_http"] if multi else True,
-    }
-
-
-def _bool(value):
-    if isinstance(value, bool):
-        return value
-    return str(value).strip().lower() in ("1", "true", "yes", "on")
-
-
-def normalize_settings(settings):
-    """Settings as templated by any ansible-core (2.16 may hand over strings)."""
-    s = dict(settings or {})
-    s["gpu_count"] = _int_or_none(s.get("gpu_count"))
-    try:
-        s["default_gpu_memory_utilization"] = float(s.get("default_gpu_memory_utilization",
-                                                          vllm_flags.DEFAULT_GPU_MEMORY_UTILIZATION))
-    except (TypeError, ValueError):
-        s["default_gpu_memory_utilization"] = vllm_flags.DEFAULT_GPU_MEMORY_UTILIZATION
-    for key in ("allow_public_bind", "allow_unauthenticated_public_bind", "gateway"):
-        s[key] = _bool(s.get(key, False))
-    if not isinstance(s.get("warmup"), dict):
-        s["warmup"] = None
-    else:
-        s["warmup"] = dict(s["warmup"], ignore_errors=_bool(s["warmup"].get("ignore_errors", False)))
-    return s
-
-
 def check(instances, settings):
     """Every problem of the inventory's instances, as messages (empty = valid)."""
     settings = normalize_settings(settings)
@@ -442,8 +209,8 @@ def check(instances, settings):
                 msg = _public_problem(i, inst, host, has_key, settings)
                 if msg:
                     own.append(msg)
-            key, mml = vllm_flags._lookup(vllm_flags.merged_options(inst, settings.get("common_args") or {}),
-                                          "max_model_len")
+            key, mml = vllm_flags.lookup(vllm_flags.merged_options(inst, settings.get("common_args") or {}),
+                                         "max_model_len")
             try:
                 parse_model_len(mml)
             except ValueError:
@@ -469,16 +236,3 @@ def check(instances, settings):
         who = "instance %s (%s)" % (names.get(m.group(1)), m.group(1)) if m else prob["path"]
         problems.append("%s: %s" % (who, prob["msg"]))
     return problems
-
-
-def build_view(instances, settings):
-    """One dict per instance (see the module docstring and docs/vllm_service.md).
-
-    Raises InstanceViewError listing every problem when any input is invalid.
-    """
-    settings = normalize_settings(settings)
-    problems = check(instances, settings)
-    if problems:
-        raise InstanceViewError("vllm_instances are invalid (nothing was changed):\n"
-                                + "\n".join("- " + m for m in problems))
-    return [_one(i, inst, settings) for i, inst in enumerate(instances)]

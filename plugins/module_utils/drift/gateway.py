@@ -1,40 +1,13 @@
 # -*- coding: utf-8 -*-
 # Copyright: llmops.serving contributors
 # Apache License 2.0 (see LICENSE)
-"""Drift rows of the gateway role and of the venv a running vLLM instance uses.
-
-Same row shape and helpers as ``drift`` (``_file_row``, ``_service_rows``).
-"""
+"""Drift rows of the gateway role (haproxy package, config, drop-in, model and key maps, service)."""
 
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import posixpath
-
-from ansible_collections.llmops.serving.plugins.module_utils.drift import _file_row, _item_name, _service_rows
-
-
-def venv_in_use_rows(host, data):
-    """``venv_in_use`` rows: an instance whose process runs from another venv than the inventory's.
-
-    ``data``: ``venv`` (the venv this inventory deploys) and ``cmdlines`` (the
-    registered loop result of reading argv[0] of each instance's MainPID;
-    ``item`` = the instance, ``stdout`` = argv[0], NUL-terminated).
-    """
-    rows = []
-    venv = (data.get("venv") or "").rstrip("/")
-    for res in (data.get("cmdlines") or {}).get("results", []):
-        if res.get("skipped") or res.get("rc", 1) != 0:
-            continue
-        argv0 = (res.get("stdout") or "").strip("\x00\n ")
-        if not argv0.endswith("/bin/python") and "/bin/python" not in argv0:
-            continue
-        found = posixpath.dirname(posixpath.dirname(argv0))
-        if venv and found != venv:
-            rows.append(dict(host=host, component="venv_in_use", instance=_item_name(res), path=argv0,
-                             expected=venv, found=found + " (restart pending)", detail=[]))
-    return rows
+from ansible_collections.llmops.serving.plugins.module_utils.drift.rows import file_row, service_rows
 
 
 def gateway_rows(host, data):
@@ -55,7 +28,7 @@ def gateway_rows(host, data):
                                          ("gateway_dropin", "dropin_path", "dropin"),
                                          ("gateway_models_map", "models_path", "models")):
         path = data.get(path_key)
-        row = _file_row(host, component, None, path, data.get(res_key), stats.get(path))
+        row = file_row(host, component, None, path, data.get(res_key), stats.get(path))
         if row:
             rows.append(row)
     if data.get("keys_changed"):
@@ -64,5 +37,5 @@ def gateway_rows(host, data):
                          expected="as rendered by the role",
                          found="missing" if stats.get(path) is False else "differs (contents not shown)", detail=[]))
     if data.get("service") is not None:
-        rows.extend(_service_rows(host, "haproxy.service", data.get("service")))
+        rows.extend(service_rows(host, "haproxy.service", data.get("service")))
     return rows

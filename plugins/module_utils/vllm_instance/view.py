@@ -1,0 +1,114 @@
+# -*- coding: utf-8 -*-
+# Copyright: llmops.serving contributors
+# Apache License 2.0 (see LICENSE)
+"""``build_view(instances, settings)``: one dict per instance (the contract in
+the package docstring and docs/vllm_service.md), after ``check``.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+from ansible_collections.llmops.serving.plugins.module_utils import vllm_args
+from ansible_collections.llmops.serving.plugins.module_utils import vllm_flags
+from ansible_collections.llmops.serving.plugins.module_utils import vllm_multinode
+from ansible_collections.llmops.serving.plugins.module_utils.vllm_instance.checks import check
+from ansible_collections.llmops.serving.plugins.module_utils.vllm_instance.env import instance_api_key, instance_env
+from ansible_collections.llmops.serving.plugins.module_utils.vllm_instance.values import (
+    DEFAULT_HOST, DEFAULT_PORT, InstanceViewError, as_list, is_loopback, is_secret_name,
+    normalize_settings, parse_model_len, probe_host, url_for)
+
+
+def _warmup_hook(python, settings, url, has_key):
+    w = settings.get("warmup")
+    if not w:
+        return None
+    hook = [python, "%s/bin/vllm-warmup.py" % settings.get("install_dir", "/opt/vllm"),
+            "--url", url,
+            "--wait-ready-timeout", str(w.get("wait_ready_timeout", 600)),
+            "--prompt-lens", ",".join(str(n) for n in w.get("prompt_lens", [16, 64])),
+            "--max-tokens", str(w.get("max_tokens", 16)),
+            "--count", str(w.get("count", 8)),
+            "--concurrency", str(w.get("concurrency", 2)), "--quiet"]
+    if has_key:
+        hook += ["--api-key-env", "VLLM_API_KEY"]
+    return ("-" if w.get("ignore_errors") else "") + vllm_args.systemd_exec(hook)
+
+
+def _one(index, inst, settings):
+    multi = vllm_multinode.plan(inst, settings)
+    if multi:
+        inst = dict(inst, args=dict(inst.get("args") or {}, **multi["options"]))
+    name = inst["name"]
+    python = settings.get("python", "/opt/vllm/venv/bin/python")
+    home = settings.get("home", "/var/lib/vllm")
+    host = inst.get("host", DEFAULT_HOST)
+    port = int(str(inst.get("port", DEFAULT_PORT)))
+    served = as_list(inst.get("served_model_name"))
+    opts = vllm_flags.merged_options(inst, settings.get("common_args") or {})
+    key, tp = vllm_flags.lookup(opts, "tensor_parallel_size", "tp")
+    key, pp = vllm_flags.lookup(opts, "pipeline_parallel_size", "pp")
+    key, gmu = vllm_flags.lookup(opts, "gpu_memory_utilization", "device_memory_utilization")
+    key, mml = vllm_flags.lookup(opts, "max_model_len")
+    has_key = len(instance_api_key(name, settings.get("api_key"), settings.get("api_keys"))) > 0
+    public = not is_loopback(host)
+    env = instance_env(inst, settings)
+    secret_keys = sorted(k for k in env if is_secret_name(k))
+    argv = vllm_args.instance_argv(inst, python, settings.get("common_args") or {})
+    if multi and not multi["serves_http"]:
+        argv = [python, "-c", vllm_multinode.HEADLESS_CODE] + argv[3:]
+    url = url_for(host, port)
+    gpus = inst.get("gpus")
+    return {
+        "name": name,
+        "unit": "vllm@%s.service" % name,
+        "dropin_path": "%s/vllm@%s.service.d/10-instance.conf" % (
+            settings.get("unit_dir", "/etc/systemd/system"), name),
+        "env_path": "%s/%s.env" % (settings.get("config_dir", "/etc/vllm"), name),
+        "state_dir": "%s/%s" % (home, name),
+        "cache_dir": "%s/%s/cache" % (home, name),
+        "model": inst["model"],
+        "served_model_name": served,
+        "served_name": served[0] if served else inst["model"],
+        "host": host,
+        "probe_host": probe_host(host),
+        "url": url,
+        "port": port,
+        "gpus": [int(g) for g in gpus] if isinstance(gpus, (list, tuple)) else None,
+        "tensor_parallel_size": vllm_flags.int_or_none(tp) or 1,
+        "pipeline_parallel_size": vllm_flags.int_or_none(pp) or 1,
+        "gpu_memory_utilization": float(gmu) if gmu is not None else float(
+            settings.get("default_gpu_memory_utilization", vllm_flags.DEFAULT_GPU_MEMORY_UTILIZATION)),
+        "max_model_len": parse_model_len(mml) if mml is not None else None,
+        "has_api_key": has_key,
+        "public_bind": public,
+        "public_without_key": public and not has_key,
+        "argv": argv,
+        "exec_start": vllm_args.systemd_exec(argv),
+        "exec_start_post": _warmup_hook(python, settings, url, has_key),
+        "secret_env_keys": secret_keys,
+        "has_secrets": has_key or bool(secret_keys),
+        "env": dict((k, v) for k, v in env.items() if k not in secret_keys),
+        "readiness_timeout": vllm_flags.int_or_none(inst.get("readiness_timeout")),
+        "device": settings.get("device", "cpu"),
+        "python": python,
+        # Multi-node (vllm_multinode.py): null / single-host defaults otherwise.
+        "nodes": multi["nodes"] if multi else None,
+        "distributed_mode": multi["distributed_mode"] if multi else None,
+        "node_rank": multi["node_rank"] if multi else 0,
+        "head_address": multi["head_address"] if multi else None,
+        "serves_http": multi["serves_http"] if multi else True,
+    }
+
+
+def build_view(instances, settings):
+    """One dict per instance (see the module docstring and docs/vllm_service.md).
+
+    Raises InstanceViewError listing every problem when any input is invalid.
+    """
+    settings = normalize_settings(settings)
+    problems = check(instances, settings)
+    if problems:
+        raise InstanceViewError("vllm_instances are invalid (nothing was changed):\n"
+                                + "\n".join("- " + m for m in problems))
+    return [_one(i, inst, settings) for i, inst in enumerate(instances)]
