@@ -79,9 +79,18 @@ def render_args(options):
     return argv
 
 
+def normalize_key(key):
+    """``--max-model-len`` / ``max-model-len`` / ``max_model_len`` -> ``max_model_len``."""
+    return str(key).lstrip("-").replace("-", "_")
+
+
 def merge_options(common, own):
+    """COMMON, then OWN: an instance's option replaces the common one however either is spelled."""
     merged = dict(common or {})
-    merged.update(own or {})
+    for key, value in (own or {}).items():
+        for other in [k for k in merged if normalize_key(k) == normalize_key(key)]:
+            del merged[other]
+        merged[key] = value
     return merged
 
 

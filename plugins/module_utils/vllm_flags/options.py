@@ -15,9 +15,8 @@ from ansible_collections.llmops.serving.plugins.module_utils import vllm_args
 from ansible_collections.llmops.serving.plugins.module_utils.vllm_flags.knobs import COMMON_ARGS_VAR, INSTANCES_VAR
 
 
-def normalize_key(key):
-    """``--max-model-len`` / ``max-model-len`` / ``max_model_len`` -> ``max_model_len``."""
-    return str(key).lstrip("-").replace("-", "_")
+# The spelling rule lives with the argv rendering (merge_options uses it).
+normalize_key = vllm_args.normalize_key
 
 
 def problem(path, option, kind, msg):

@@ -109,6 +109,17 @@ def test_gpu_memory_utilization_from_common_args_names_common_path():
     assert probs[0]["path"] == "vllm_common_args.gpu_memory_utilization"
 
 
+def test_instance_option_wins_over_common_however_spelled():
+    """common tensor-parallel-size 8, instance tensor_parallel_size 2: the checks and the argv see 2 only."""
+    from ansible_collections.llmops.serving.plugins.module_utils import vllm_args
+    common = {"tensor-parallel-size": 8}
+    own = inst(gpus=[0, 1], args={"tensor_parallel_size": 2})
+    assert F.check_ranges([own], common, 8, "cuda") == []
+    argv = vllm_args.instance_argv(own, "/v/bin/python", common)
+    assert argv.count("--tensor-parallel-size") == 1 and argv[argv.index("--tensor-parallel-size") + 1] == "2"
+    assert vllm_args.merge_options({"--max-model-len": 1, "dtype": "half"}, {"max_model_len": 2}) == {"dtype": "half", "max_model_len": 2}
+
+
 def test_tp_pp_against_assigned_gpus_on_cuda():
     ok = inst(gpus=[0, 1, 2, 3], args={"tensor_parallel_size": 4})
     assert F.check_ranges([ok], {}, 8, "cuda") == []
