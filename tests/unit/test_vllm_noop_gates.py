@@ -29,8 +29,6 @@ GATES = ("_vllm_state", "_vllm_files_same", "_vllm_unit_will_change", "_vllm_uni
 EMPTY_LOOPS = ("_vllm_restart_list", "_vllm_state.stale_instances")
 # Not gated yet, with the reason (a line that is no longer needed fails too).
 NOT_GATED = {
-    # Its own rule (config.json shape + tokenizer + safetensors) in the venv's python: 0.8 s a run.
-    "Generate the tiny model locally (no download)": "the module's own check (needs the venv python)",
     # The gate itself: /health 200 and a real completion every run.
     "Wait for each instance to be ready (/health 200, then a real completion)": "readiness is the contract",
 }

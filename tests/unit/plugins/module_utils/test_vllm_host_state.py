@@ -154,3 +154,18 @@ def test_units_from_a_real_capture():
 def test_units_without_systemd_is_data():
     units, err = hs.HostState(lambda argv: (1, "", "System has not been booted with systemd\n")).units(["a.service"])
     assert units == {} and err == "System has not been booted with systemd"
+
+
+def test_tiny_model_current_is_the_modules_rule(tmp_path):
+    from ansible_collections.llmops.serving.plugins.module_utils import vllm_tiny_model as tm
+    model = tmp_path / "srv/models/tiny"
+    params = {"path": "/srv/models/tiny", "num_attention_heads": 2}
+    st = hs.HostState(None, root=str(tmp_path))
+    assert st.read({"tiny_model": params})["tiny_model_current"] is False  # nothing there
+    cfg = dict(tm.wanted_shape(params), model_type="llama", torch_dtype="float32")
+    write(str(model / "config.json"), __import__("json").dumps(cfg))
+    write(str(model / "tokenizer.json"), "{}")
+    assert st.read({"tiny_model": params})["tiny_model_current"] is False  # no weights yet
+    write(str(model / "model.safetensors"), "x")
+    assert st.read({"tiny_model": params})["tiny_model_current"] is True
+    assert st.read({"tiny_model": dict(params, num_attention_heads=4)})["tiny_model_current"] is False  # other shape
