@@ -162,6 +162,7 @@ CHAT_TEMPLATE = (
     "{% if add_generation_prompt %}<|assistant|>\n{% endif %}"
 )
 
+
 def main():
     module = AnsibleModule(
         argument_spec=dict(
