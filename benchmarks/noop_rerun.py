@@ -57,7 +57,10 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--inventory", "-i", required=True)
     ap.add_argument("--repeat", type=int, default=1, help="runs per case; the best is printed")
+    ap.add_argument("--extra-vars", "-e", action="append", default=[],
+                    help="passed to every ansible-playbook run (the same as the converge's, e.g. vllm_port=8016)")
     args = ap.parse_args()
+    extra_vars = [a for e in args.extra_vars for a in ("-e", e)]
     hosts = hosts_of(args.inventory)
     if not hosts:
         sys.exit("no hosts in group vllm of %s" % args.inventory)
@@ -73,7 +76,7 @@ def main():
             n = 1 if limit else len(hosts)
             best = None
             for _attempt in range(args.repeat):
-                res = run(args.inventory, playbook, extra, limit, report_dir if playbook == "drift.yml" else None)
+                res = run(args.inventory, playbook, extra + extra_vars, limit, report_dir if playbook == "drift.yml" else None)
                 if best is None or res[0] < best[0]:
                     best = res
             wall, rc, changed = best[:3]

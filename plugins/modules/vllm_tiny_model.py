@@ -113,6 +113,8 @@ import traceback
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
+from ansible_collections.llmops.serving.plugins.module_utils.vllm_tiny_model import DEFAULTS, current_shape, wanted_shape
+
 # The generator runs in a child interpreter: ansible-core 2.19 patches
 # sys.intern in every module process, and torch._dynamo refuses to import
 # under that patch. The child imports torch/transformers/tokenizers only.
@@ -160,42 +162,18 @@ CHAT_TEMPLATE = (
     "{% if add_generation_prompt %}<|assistant|>\n{% endif %}"
 )
 
-SHAPE_KEYS = ("hidden_size", "num_attention_heads", "num_key_value_heads", "num_hidden_layers",
-              "intermediate_size", "vocab_size", "max_position_embeddings")
-
-
-def _shape(params):
-    shape = dict((k, params[k]) for k in SHAPE_KEYS)
-    shape["architectures"] = ["LlamaForCausalLM"]
-    return shape
-
-
-def _current_shape(path):
-    try:
-        with open(os.path.join(path, "config.json")) as f:
-            cfg = json.load(f)
-    except (OSError, IOError, ValueError):
-        return None
-    if not os.path.exists(os.path.join(path, "tokenizer.json")):
-        return None
-    if not any(n.endswith(".safetensors") for n in os.listdir(path)):
-        return None
-    shape = dict((k, cfg.get(k)) for k in SHAPE_KEYS)
-    shape["architectures"] = cfg.get("architectures")
-    return shape
-
 
 def main():
     module = AnsibleModule(
         argument_spec=dict(
             path=dict(type="path", required=True),
-            hidden_size=dict(type="int", default=128),
-            num_attention_heads=dict(type="int", default=4),
-            num_key_value_heads=dict(type="int", default=2, no_log=False),
-            num_hidden_layers=dict(type="int", default=2),
-            intermediate_size=dict(type="int", default=256),
-            vocab_size=dict(type="int", default=2048),
-            max_position_embeddings=dict(type="int", default=2048),
+            hidden_size=dict(type="int", default=DEFAULTS["hidden_size"]),
+            num_attention_heads=dict(type="int", default=DEFAULTS["num_attention_heads"]),
+            num_key_value_heads=dict(type="int", default=DEFAULTS["num_key_value_heads"], no_log=False),
+            num_hidden_layers=dict(type="int", default=DEFAULTS["num_hidden_layers"]),
+            intermediate_size=dict(type="int", default=DEFAULTS["intermediate_size"]),
+            vocab_size=dict(type="int", default=DEFAULTS["vocab_size"]),
+            max_position_embeddings=dict(type="int", default=DEFAULTS["max_position_embeddings"]),
             seed=dict(type="int", default=0),
             mode=dict(type="str", default="0644"),
         ),
@@ -209,9 +187,9 @@ def main():
         module.fail_json(msg="num_attention_heads must be a multiple of num_key_value_heads")
     head_dim = p["hidden_size"] // p["num_attention_heads"]
     path = p["path"]
-    wanted = _shape(p)
+    wanted = wanted_shape(p)
     result = dict(changed=False, path=path, head_dim=head_dim, files=[])
-    current = _current_shape(path)
+    current = current_shape(path)
     if current == wanted:
         result["files"] = sorted(os.listdir(path))
         module.exit_json(**result)

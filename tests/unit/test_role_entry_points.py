@@ -203,13 +203,17 @@ def test_warmup_hook_runs_with_a_bare_python():
 
 def test_watchdog_runs_from_the_files_the_role_ships(tmp_path):
     """The watchdog runs on the host from what tasks/watchdog.yml writes into
-    {{ vllm_install_dir }}/bin (no Ansible there): every module_utils file it
+    {{ vllm_install_dir }}/bin (no Ansible there; the files are named in
+    vars/main.yml as _vllm_watchdog_set_files): every module_utils file it
     imports must be shipped beside it (a missing one broke it once: vllm_client
     had started to import the systemd parser)."""
     with open(os.path.join(ROOT, "roles", "vllm_service", "tasks", "watchdog.yml")) as fh:
         task = [t for t in yaml.safe_load(fh) if "llmops.serving.file_set" in t][0]
+    assert "_vllm_watchdog_set_files" in task["vars"]["_files"]
+    with open(os.path.join(ROOT, "roles", "vllm_service", "vars", "main.yml")) as fh:
+        files = yaml.safe_load(fh)["_vllm_watchdog_set_files"]
     lookup = re.compile(r"lookup\('ansible\.builtin\.file', '([^']+)', rstrip=false\)")
-    for item in task["vars"]["_scripts"]:
+    for item in [f for f in files if lookup.search(f["content"])]:
         src = os.path.join(ROOT, "roles", "vllm_service", "files", lookup.search(item["content"]).group(1))
         # follows the link, as the file lookup does
         shutil.copy(src, str(tmp_path / os.path.basename(item["path"])))

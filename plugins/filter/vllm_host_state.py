@@ -1,0 +1,43 @@
+# -*- coding: utf-8 -*-
+# Copyright: llmops.serving contributors
+# Apache License 2.0 (see LICENSE)
+"""Questions to the vllm_host_state module's result: is a write task a no-op?
+
+The rules live in module_utils/vllm_host_state.py (file_same, file_set_same).
+Docs: vllm_file_same.yml, vllm_file_set_same.yml, vllm_file_set_paths.yml next to this file.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.llmops.serving.plugins.module_utils import vllm_host_state as hs
+
+
+def vllm_file_same(stat, content, mode="0644", owner="root", group="root"):
+    if not isinstance(stat, dict):
+        raise AnsibleFilterError("vllm_file_same expects a stat of the vllm_host_state module's files, got %s"
+                                 % type(stat).__name__)
+    return hs.file_same(stat, hs.sha1_text(content), mode, owner, group)
+
+
+def vllm_file_set_same(stats, directories=None, files=None):
+    if not isinstance(stats, dict):
+        raise AnsibleFilterError("vllm_file_set_same expects the vllm_host_state module's files, got %s"
+                                 % type(stats).__name__)
+    return hs.file_set_same(stats, directories or [], files or [])
+
+
+def vllm_file_set_paths(directories, files=None):
+    return hs.file_set_paths(directories or [], files or [])
+
+
+class FilterModule(object):
+    def filters(self):
+        return {
+            "vllm_file_same": vllm_file_same,
+            "vllm_file_set_same": vllm_file_set_same,
+            "vllm_file_set_paths": vllm_file_set_paths,
+        }

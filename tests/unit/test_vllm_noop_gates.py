@@ -1,0 +1,76 @@
+# Copyright: llmops.serving contributors
+# Apache License 2.0 (see LICENSE)
+"""Every task of the vllm_service role's main flow that writes to the host is
+gated, so that a no-op run skips it without a host round trip: its `when` asks
+the host state (tasks/state.yml, llmops.serving.vllm_host_state) or a fact
+derived from it, or a change of this run; or its loop is empty on a no-op run
+(the restart list, the stale instances). A write task added without a gate (or
+a gate removed) fails here, naming the task. The behaviour of a gated task on a
+drifted host is tested live (molecule/vllm_service: idempotence, check --diff).
+"""
+import os
+
+import yaml
+
+from conftest import ROOT
+
+TASKS = os.path.join(ROOT, "roles", "vllm_service", "tasks")
+# The main flow's phases (tasks/main.yml); restart/rollback/snapshot/prune/venv
+# only run on a change (their include is gated: checked here too).
+FILES = ["install.yml", "model.yml", "configure.yml", "run.yml", "watchdog.yml"]
+WRITERS = {"apt", "group", "user", "file", "copy", "template", "pip", "file_set", "systemd_service",
+           "command", "shell", "vllm_tiny_model", "include_tasks", "include_role"}
+# A `when` naming one of these skips the task on a no-op run.
+GATES = ("_vllm_state", "_vllm_files_same", "_vllm_unit_will_change", "_vllm_units_to_apply",
+         "_vllm_found", "_vllm_pip is changed", "_vllm_pip is not skipped", "_vllm_venv_moved", "_vllm_venv_done",
+         "_vllm_venv_stat", "_vllm_watchdog_files is changed", "_vllm_restart_list", "vllm_venv_versioned",
+         "ansible_check_mode and _vllm_pip is changed")
+# Loops that are empty on a no-op run.
+EMPTY_LOOPS = ("_vllm_restart_list", "_vllm_state.stale_instances")
+# Not gated yet, with the reason (a line that is no longer needed fails too).
+NOT_GATED = {
+    # The gate itself: /health 200 and a real completion every run.
+    "Wait for each instance to be ready (/health 200, then a real completion)": "readiness is the contract",
+}
+
+
+def _module(task):
+    for key in task:
+        short = key.split(".")[-1]
+        if short in WRITERS:
+            return short
+    return None
+
+
+def _walk(tasks, inherited=""):
+    for task in tasks or []:
+        when = task.get("when", "")
+        when = " ".join(when) if isinstance(when, list) else str(when)
+        if "block" in task:
+            yield from _walk(task["block"], inherited + " " + when)
+            yield from _walk(task.get("rescue"), "rescue")
+            yield from _walk(task.get("always"), "rescue")
+            continue
+        yield task, inherited + " " + when
+
+
+def test_every_write_task_of_the_main_flow_is_gated():
+    ungated, seen = [], set()
+    for name in FILES:
+        with open(os.path.join(TASKS, name)) as f:
+            tasks = yaml.safe_load(f)
+        for task, when in _walk(tasks):
+            module = _module(task)
+            if not module or when.strip() == "rescue" or "rescue" in when.split():
+                continue
+            loop = str(task.get("loop", ""))
+            when = when + " " + str(task.get("vars", ""))  # a gate may read the state through a task var
+            gated = any(g in when for g in GATES) or any(g in loop for g in EMPTY_LOOPS)
+            if task.get("name") in NOT_GATED:
+                seen.add(task["name"])
+                continue
+            # A read (changed_when: false) run on every no-op is a round trip too: it must be gated as well.
+            if not gated:
+                ungated.append("%s: %s (%s)" % (name, task.get("name"), module))
+    assert not ungated, "write tasks a no-op run still executes (gate them on the host state):\n" + "\n".join(ungated)
+    assert seen == set(NOT_GATED), "NOT_GATED lists tasks that no longer exist: %s" % (set(NOT_GATED) - seen)
