@@ -174,3 +174,24 @@ def test_empty_kvcache_space_leaves_the_kv_size_to_vllm():
     env = V.instance_env(inst(env={"VLLM_CPU_KVCACHE_SPACE": ""}), settings())
     assert "VLLM_CPU_KVCACHE_SPACE" not in env and env["VLLM_HOST_IP"] == "10.0.0.1"
     assert V.instance_env(inst(), settings())["VLLM_CPU_KVCACHE_SPACE"] == "1"
+
+
+def test_cpu_tensor_parallel_disables_torch_compile():
+    # vLLM 0.32.0 torch.compiles the vocab-parallel embedding mask when TP > 1,
+    # and inductor needs a C++ compiler on CPU (measured on the test bed).
+    tp2 = inst(args={"tensor_parallel_size": 2})
+    assert V.instance_env(tp2, settings())["TORCH_COMPILE_DISABLE"] == "1"
+    assert V.build_view([tp2], settings(inventory_hostname="worker"))[0]["env"]["TORCH_COMPILE_DISABLE"] == "1"
+    assert "TORCH_COMPILE_DISABLE" not in V.instance_env(inst(), settings())  # PP only: TP 1
+    assert "TORCH_COMPILE_DISABLE" not in V.instance_env(tp2, settings(device="cuda"))
+    assert "TORCH_COMPILE_DISABLE" not in V.instance_env(dict(tp2, env={"TORCH_COMPILE_DISABLE": ""}), settings())
+    common = settings(common_args={"tensor_parallel_size": 2})
+    assert V.instance_env(inst(args={}), common)["TORCH_COMPILE_DISABLE"] == "1"
+
+
+def test_headless_node_has_no_warmup_hook():
+    warm = {"wait_ready_timeout": 600}
+    head = V.build_view([inst()], settings(warmup=warm))[0]
+    worker = V.build_view([inst()], settings(warmup=warm, inventory_hostname="worker"))[0]
+    assert "vllm-warmup.py" in head["exec_start_post"]
+    assert worker["exec_start_post"] is None
