@@ -99,6 +99,7 @@ def _one(index, inst, settings):
         "node_rank": multi["node_rank"] if multi else 0,
         "head_address": multi["head_address"] if multi else None,
         "serves_http": multi["serves_http"] if multi else True,
+        "master_port": multi["master_port"] if multi and multi["distributed_mode"] == "native" else None,
     }
 
 
