@@ -2,7 +2,8 @@
 # Copyright: llmops.serving contributors
 # Apache License 2.0 (see LICENSE)
 """Ray cluster membership from `ray status` and the cross-node check of a
-spanning instance (docs: ray_membership.yml, vllm_nodes_compare.yml).
+spanning instance (docs: ray_membership.yml, vllm_nodes_compare.yml), the
+ports the nodes must reach before any change (vllm_port_*.yml).
 The rules are in module_utils/vllm_multinode.py."""
 
 from __future__ import absolute_import, division, print_function
@@ -35,6 +36,31 @@ def vllm_nodes_compare(instance, facts_by_node):
     return vllm_multinode.compare_nodes(instance.get("name"), facts)
 
 
+def vllm_port_checks(view):
+    """vllm_view -> the ports the nodes of its spanning instances must reach."""
+    return vllm_multinode.port_checks(view)
+
+
+def vllm_port_listen_args(checks, host):
+    """The listener's ADDRESS,PORT,PEERS arguments for the checks ``host`` owns."""
+    return ["%s,%d" % (vllm_multinode.port_key(c), len(c.get("peers") or []))
+            for c in checks or [] if c.get("owner") == host]
+
+
+def vllm_port_problems(checks, host, listened, reached):
+    """``reached``: the results of the wait_for loop (one per check of which
+    ``host`` is a peer, in order)."""
+    errors = {}
+    for r in reached or []:
+        c = r.get("item") or {}
+        # wait_for returns `state` when it connected (failed_when: false keeps `failed` false)
+        if r.get("failed") or ("state" not in r and not r.get("skipped")):
+            errors[vllm_multinode.port_key(c)] = r.get("msg") or "not reachable"
+    return vllm_multinode.port_problems(checks, host, listened or {}, errors)
+
+
 class FilterModule(object):
     def filters(self):
-        return {"ray_membership": ray_membership, "vllm_nodes_compare": vllm_nodes_compare}
+        return {"ray_membership": ray_membership, "vllm_nodes_compare": vllm_nodes_compare,
+                "vllm_port_checks": vllm_port_checks, "vllm_port_listen_args": vllm_port_listen_args,
+                "vllm_port_problems": vllm_port_problems}

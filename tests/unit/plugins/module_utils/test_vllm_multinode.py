@@ -174,3 +174,62 @@ def test_empty_kvcache_space_leaves_the_kv_size_to_vllm():
     env = V.instance_env(inst(env={"VLLM_CPU_KVCACHE_SPACE": ""}), settings())
     assert "VLLM_CPU_KVCACHE_SPACE" not in env and env["VLLM_HOST_IP"] == "10.0.0.1"
     assert V.instance_env(inst(), settings())["VLLM_CPU_KVCACHE_SPACE"] == "1"
+
+
+def test_cpu_tensor_parallel_disables_torch_compile():
+    # vLLM 0.32.0 torch.compiles the vocab-parallel embedding mask when TP > 1,
+    # and inductor needs a C++ compiler on CPU (measured on the test bed).
+    tp2 = inst(args={"tensor_parallel_size": 2})
+    assert V.instance_env(tp2, settings())["TORCH_COMPILE_DISABLE"] == "1"
+    assert V.build_view([tp2], settings(inventory_hostname="worker"))[0]["env"]["TORCH_COMPILE_DISABLE"] == "1"
+    assert "TORCH_COMPILE_DISABLE" not in V.instance_env(inst(), settings())  # PP only: TP 1
+    assert "TORCH_COMPILE_DISABLE" not in V.instance_env(tp2, settings(device="cuda"))
+    assert "TORCH_COMPILE_DISABLE" not in V.instance_env(dict(tp2, env={"TORCH_COMPILE_DISABLE": ""}), settings())
+    common = settings(common_args={"tensor_parallel_size": 2})
+    assert V.instance_env(inst(args={}), common)["TORCH_COMPILE_DISABLE"] == "1"
+
+
+def test_headless_node_has_no_warmup_hook():
+    warm = {"wait_ready_timeout": 600}
+    head = V.build_view([inst()], settings(warmup=warm))[0]
+    worker = V.build_view([inst()], settings(warmup=warm, inventory_hostname="worker"))[0]
+    assert "vllm-warmup.py" in head["exec_start_post"]
+    assert worker["exec_start_post"] is None
+
+
+# --- ports between the nodes -------------------------------------------------------
+
+def test_port_checks_name_the_head_master_port():
+    view = V.build_view([inst(master_port=26510)], settings(inventory_hostname="worker"))
+    assert view[0]["master_port"] == 26510
+    assert M.port_checks(view) == [{"owner": "head", "address": "10.0.0.1", "port": 26510,
+                                    "what": "instance big: master_port, the torch.distributed rendezvous",
+                                    "peers": ["worker"]}]
+    # single-host instances need no port between nodes
+    assert M.port_checks(V.build_view([{"name": "a", "model": "/m", "port": 8000}], settings())) == []
+
+
+def test_port_problems_name_the_node_and_the_port():
+    checks = M.port_checks(V.build_view([inst(master_port=26510)], settings()))
+    key = "10.0.0.1,26510"
+    assert M.port_problems(checks, "head", {key: "reached"}, {}) == []
+    assert M.port_problems(checks, "head", {key: "in use"}, {}) == []
+    assert M.port_problems(checks, "worker", {}, {key: None}) == []
+    (p,) = M.port_problems(checks, "head", {key: "cannot bind: Cannot assign requested address"}, {})
+    assert p.startswith("node head cannot listen on 10.0.0.1:26510 (instance big: master_port") and \
+        "Cannot assign requested address" in p and "vllm_node_address" in p, p
+    (p,) = M.port_problems(checks, "worker", {}, {key: "Timeout when waiting for 10.0.0.1:26510"})
+    assert p.startswith("node worker cannot reach head at 10.0.0.1:26510") and "open TCP 26510 on head to worker" in p, p
+
+
+def test_port_filters_read_the_listener_and_wait_for_results():
+    from ansible_collections.llmops.serving.plugins.filter import ray_cluster as F
+    checks = M.port_checks(V.build_view([inst(master_port=26510)], settings()))
+    assert F.vllm_port_listen_args(checks, "head") == ["10.0.0.1,26510,1"]
+    assert F.vllm_port_listen_args(checks, "worker") == []
+    ok = [{"item": checks[0], "state": "started", "failed": False}]
+    # what wait_for returns on a timeout once failed_when: false has run
+    timeout = [{"item": checks[0], "failed": False, "elapsed": 3, "msg": "Timeout when waiting for 10.0.0.1:26510"}]
+    assert F.vllm_port_problems(checks, "worker", {}, ok) == []
+    (p,) = F.vllm_port_problems(checks, "worker", {}, timeout)
+    assert "node worker cannot reach head at 10.0.0.1:26510" in p and "Timeout when waiting" in p
