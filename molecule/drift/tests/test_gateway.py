@@ -306,8 +306,12 @@ def test_venv_switch_under_load_has_no_failed_request():
 
 
 def test_drift_reports_the_venv_in_use(tmp_path):
-    """Against an inventory without the extra package, the switched instances run from another venv: venv_in_use rows."""
-    proc, dummy = playbook("drift.yml", "--check", "-e", "vllm_restart_sec=8", json_out=False, report_dir=str(tmp_path))
+    """Against the inventory (no extra package), the switched instances run from another venv: venv_in_use rows.
+
+    The inventory's own settings: the hosts the phases did not touch are clean, and a switched host's drop-in
+    differs (its ExecStart names the other venv, its RestartSec the phases' 8).
+    """
+    proc, dummy = playbook("drift.yml", "--check", json_out=False, report_dir=str(tmp_path))
     assert proc.returncode == 2, proc.stdout[-3000:] + proc.stderr
     dirs = sorted(os.listdir(str(tmp_path)))
     with open(os.path.join(str(tmp_path), dirs[-1], "drift.json")) as f:
