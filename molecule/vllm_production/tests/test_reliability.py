@@ -37,8 +37,8 @@ def test_back_to_serving_within_the_goal(rows, name):
     # the rollback is timed from the start of the run that deployed the bad config: one failed
     # start (load + the first request) and one good start of the previous config
     goal = GOAL_S * 3 if name.startswith("rollback") else GOAL_S
-    print("%s: back to serving in %s s (goal %d s)%s" % (name, r["seconds_to_serving"], goal,
-                                                        "" if r["seconds_to_serving"] <= goal else ": OVER THE GOAL"))
+    over = "" if r["seconds_to_serving"] <= goal else ": OVER THE GOAL"
+    print("%s: back to serving in %s s (goal %d s)%s" % (name, r["seconds_to_serving"], goal, over))
     assert r["seconds_to_serving"] <= HANG_S * (3 if name.startswith("rollback") else 1), r
     assert r["active"] == "active" and r["enabled"] == "enabled", r
 

@@ -26,9 +26,9 @@ for spec in sys.argv[2:]:
     except OSError as e:
         out[key] = "in use" if e.errno == errno.EADDRINUSE else "cannot bind: %s" % e.strerror
 while socks and time.time() < deadline:
-    ready, _, _ = select.select(list(socks), [], [], 0.5)
+    ready = select.select(list(socks), [], [], 0.5)[0]
     for s in ready:
-        conn, _ = s.accept()
+        conn = s.accept()[0]
         conn.close()
         socks[s][1] -= 1
         if socks[s][1] <= 0:
