@@ -1,4 +1,4 @@
-"""Supply phase (issue 20): models from a real HTTP mirror and from the controller, fanned out to drift-1..3.
+"""Supply phase (issue 20, in every drift run): models from a real HTTP mirror and from the controller, fanned out to drift-1..3.
 
 Runs after test_drift.py (file order) on the converged fleet:
 - the mirror is Python's http.server in drift-fresh (never converged) on
@@ -34,13 +34,6 @@ CTL_DEST = "/srv/models/tiny-ctl"
 PORTS = {"drift-1": 8301, "drift-2": 8302, "drift-3": 8303}
 WHEELS = ["idna==3.11", "six==1.17.0"]
 STATE = {}
-
-# Not yet run in the full drift scenario (the drift lock and the heavy slots were
-# taken for the whole session): opt in until one full `molecule test -s drift`
-# has passed with it. The same steps passed on throwaway nodes (see the report).
-pytestmark = pytest.mark.skipif(os.environ.get("LLMOPS_DRIFT_SUPPLY") != "1",
-                                reason="supply phase: set LLMOPS_DRIFT_SUPPLY=1 (not yet proven in the full drift run)")
-
 
 def sha256_of(node, path):
     return sh(node, "sha256sum %s | cut -d' ' -f1" % path)
@@ -158,16 +151,20 @@ def test_bad_input_fails_before_any_host_changes(sources):
     # a file the declared manifest needs and the source does not hold
     bad = json.dumps(dict(models_list=[dict(name="tiny-ctl", source="controller", path=sources["src"],
                                             manifest=[dict(path="model-00002-of-00002.safetensors", sha256="0" * 64)])]))
+    # ansible-core 2.19 writes a failed task's message to stderr
     proc, dummy = playbook("models.yml", "-e", bad, json_out=False)
-    assert proc.returncode != 0 and "model-00002-of-00002.safetensors" in proc.stdout and "nothing was written" in proc.stdout
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0 and "model-00002-of-00002.safetensors" in out and "nothing was written" in out, out[-3000:]
     # a fictional knob, named with the real one
     bad = json.dumps(dict(models_list=[dict(name="x", source="hf", model_id="org/x", revision="main")]))
     proc, dummy = playbook("models.yml", "-e", bad, json_out=False)
-    assert proc.returncode != 0 and "model_id is not a key of a model; use repo_id" in proc.stdout
+    out = " ".join((proc.stdout + proc.stderr).split())
+    assert proc.returncode != 0 and "model_id is not a key of a model; use repo_id" in out, out[-3000:]
     # not enough disk: a new model where the margin cannot be met
     proc, dummy = playbook("models.yml", "-e", models_vars(sources["src"], models_free_space_margin_bytes=2 ** 62),
                            "-e", '{"models_dir": "/srv/models-new"}', json_out=False)
-    assert proc.returncode != 0 and "has" in proc.stdout and "free" in proc.stdout
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0 and "has" in out and "free" in out, out[-3000:]
     for n in NODES:
         assert sh(n, "ls -l --time-style=+%%s %s" % SERVED) == before[n]
         assert sh(n, "test -e /srv/models-new/tiny-ctl && echo yes || echo no") == "no"
@@ -194,7 +191,7 @@ def test_wheelhouse_built_once_and_installed_without_any_network(tmp_path):
 
 def adhoc(host, module, args):
     env = dict(os.environ, ANSIBLE_STDOUT_CALLBACK="ansible.builtin.minimal", ANSIBLE_LOAD_CALLBACK_PLUGINS="1",
-               ANSIBLE_CALLBACK_RESULT_FORMAT="json")
+               ANSIBLE_CALLBACK_RESULT_FORMAT="json", ANSIBLE_FORCE_COLOR="0", ANSIBLE_NOCOLOR="1")
     proc = subprocess.run(["ansible", "-i", inventory(), host, "-m", module, "-a", json.dumps(args)],
                           capture_output=True, text=True, env=env, cwd=ROOT, check=False)
     out = proc.stdout
