@@ -318,8 +318,16 @@ def file_set_same(stats, directories=None, files=None):
     """True when llmops.serving.file_set with these entries would change nothing (same defaults as the module).
 
     ``stats`` maps path -> stat_path result (the vllm_host_state module's ``files``);
-    a path not read counts as different.
+    a path not read counts as different, and so does an entry or a stat of another
+    shape than file_set's (the write task then runs and decides).
     """
+    try:
+        return _file_set_same(stats, directories, files)
+    except (TypeError, KeyError, AttributeError):
+        return False
+
+
+def _file_set_same(stats, directories, files):
     for entry in directories or []:
         for path in ([entry["path"]] if entry.get("path") else []) + list(entry.get("paths") or []):
             if not dir_same(stats.get(path), entry.get("mode") or "0755", entry.get("owner") or "root",
