@@ -35,6 +35,7 @@ PORTS = {"drift-1": 8301, "drift-2": 8302, "drift-3": 8303}
 WHEELS = ["idna==3.11", "six==1.17.0"]
 STATE = {}
 
+
 def sha256_of(node, path):
     return sh(node, "sha256sum %s | cut -d' ' -f1" % path)
 
