@@ -30,3 +30,26 @@ def ansible_env():
         [os.path.join(ROOT, ".cache", "collections"), sysconfig.get_paths()["purelib"]])
     env["ANSIBLE_HOME"] = os.path.join(ROOT, ".cache", "ansible-home")
     return env
+
+
+class _SpecCaptured(Exception):
+    pass
+
+
+def module_argument_spec(mod):
+    """The argument_spec a module's main() passes to AnsibleModule (main() stops there)."""
+    seen = {}
+
+    class Fake(object):
+        def __init__(self, argument_spec, **kwargs):
+            seen.update(argument_spec)
+            raise _SpecCaptured()
+    orig = mod.AnsibleModule
+    mod.AnsibleModule = Fake
+    try:
+        mod.main()
+    except _SpecCaptured:
+        pass
+    finally:
+        mod.AnsibleModule = orig
+    return seen

@@ -29,7 +29,7 @@ import re
 import pytest
 import yaml
 
-from conftest import ROOT
+from conftest import ROOT, module_argument_spec
 
 from ansible_collections.llmops.serving.plugins.module_utils.vllm_instance import is_secret_name
 
@@ -54,10 +54,6 @@ def _is_secret_option(name):
     return is_secret_name(re.sub(r"(?i)keys\b", "key", name))
 
 
-class _Captured(Exception):
-    pass
-
-
 _NO_LOG_OPTIONS = {}
 
 
@@ -72,20 +68,7 @@ def _module_no_log_options(fqcn):
 
 def _read_no_log_options(fqcn):
     mod = importlib.import_module("ansible_collections.llmops.serving.plugins.modules.%s" % fqcn.split(".")[2])
-    seen = {}
-
-    class Fake(object):
-        def __init__(self, argument_spec, **kwargs):
-            seen.update(argument_spec)
-            raise _Captured()
-    orig = mod.AnsibleModule
-    mod.AnsibleModule = Fake
-    try:
-        mod.main()
-    except _Captured:
-        pass
-    finally:
-        mod.AnsibleModule = orig
+    seen = module_argument_spec(mod)
     return set(k for k, v in seen.items() if v.get("no_log"))
 
 

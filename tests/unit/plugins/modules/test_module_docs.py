@@ -6,30 +6,15 @@ import importlib
 import pytest
 import yaml
 
+from conftest import module_argument_spec
+
 MODULES = ("vllm_health", "vllm_kv_cache_info", "vllm_warmup",
            "gpustack_api_key", "gpustack_cluster", "gpustack_model", "gpustack_model_info")
 SECRETS = ("api_key", "password", "key")
 
 
-class _Captured(Exception):
-    pass
-
-
 def argument_spec(mod):
-    seen = {}
-
-    class Fake(object):
-        def __init__(self, argument_spec, **kwargs):
-            seen.update(argument_spec)
-            raise _Captured()
-    orig = mod.AnsibleModule
-    mod.AnsibleModule = Fake
-    try:
-        with pytest.raises(_Captured):
-            mod.main()
-    finally:
-        mod.AnsibleModule = orig
-    return seen
+    return module_argument_spec(mod)
 
 
 def options(doc):
