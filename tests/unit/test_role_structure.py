@@ -108,3 +108,42 @@ def test_every_notified_handler_exists(role):
 @pytest.mark.parametrize("role", ROLES)
 def test_every_role_has_its_docs_page(role):
     assert os.path.exists(os.path.join(ROOT, "docs", role + ".md")), "docs/%s.md is missing" % role
+
+
+def _private_prefixes(role):
+    return ("_%s_" % role, "_%s_" % role.split("_")[0])
+
+
+def _names_a_role_binds(role):
+    """(file, kind, name) of every variable a role's tasks and handlers bind: task
+    and block vars, loop variables, set_fact keys and registered results."""
+    out = []
+    for path in sorted(glob.glob(os.path.join(ROOT, "roles", role, "tasks", "*.yml"))
+                       + glob.glob(os.path.join(ROOT, "roles", role, "handlers", "*.yml"))):
+        with open(path) as fh:
+            stack = list(yaml.safe_load(fh) or [])
+        while stack:
+            node = stack.pop()
+            if not isinstance(node, dict):
+                continue
+            for key in ("block", "rescue", "always"):
+                stack.extend(node.get(key) or [])
+            name = os.path.relpath(path, ROOT)
+            out += [(name, "vars", v) for v in (node.get("vars") or {})]
+            loop_var = (node.get("loop_control") or {}).get("loop_var")
+            out += [(name, "loop_var", loop_var)] if loop_var else []
+            facts = node.get("ansible.builtin.set_fact") or node.get("set_fact") or {}
+            out += [(name, "set_fact", v) for v in facts if isinstance(facts, dict) and v != "cacheable"]
+            out += [(name, "register", node["register"])] if node.get("register") else []
+    return out
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_private_variables_carry_the_role_prefix(role):
+    """A role's own variables are named _ROLE_...: a play's registered variables
+    and set_facts outrank task vars, so a generic name (``_files``) lets any
+    playbook that registered ``_files`` swap a role's value (it did: the watchdog's
+    file list in molecule/vllm_production's side effect)."""
+    wrong = sorted({"%s: %s %s" % (f, kind, name) for f, kind, name in _names_a_role_binds(role)
+                    if name.startswith("_") and not name.startswith(_private_prefixes(role))})
+    assert not wrong, "name these with the role's prefix %s:\n%s" % (_private_prefixes(role)[-1], "\n".join(wrong))
