@@ -1,5 +1,6 @@
 """Real behaviour of the vllm_service role on a systemd node running vLLM (CPU build)."""
 import json
+import os
 
 PORT = 8100
 UNIT = "vllm@default.service"
@@ -50,6 +51,15 @@ def test_unit_file_managed_and_env_file_private(host):
     assert unit.contains("^Environment=VLLM_RPC_BASE_PATH=%t/vllm-%i$")
     env = host.file("/etc/vllm/default.env")
     assert env.user == "root" and env.mode == 0o600
+
+
+def test_pip_sources_in_a_root_only_config_that_pip_reads(host):
+    """vllm_pip_find_links is in /opt/vllm/pip.conf (not on pip's command line), and pip parses it."""
+    conf = host.file("/opt/vllm/pip.conf")
+    assert conf.user == "root" and conf.mode == 0o600
+    listed = host.check_output("PIP_CONFIG_FILE=/opt/vllm/pip.conf /opt/vllm/venv/bin/python -m pip config list")
+    assert "global.find-links='%s'" % os.environ.get("LLMOPS_WHEELS_DIR", "/opt/wheels") in listed, listed
+    assert "index-url" not in listed, listed  # vllm_cpu_torch_index_url: "" here
 
 
 def test_timeout_start_exceeds_engine_ready_timeout(host):
