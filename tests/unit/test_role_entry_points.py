@@ -209,7 +209,7 @@ def test_watchdog_runs_from_the_files_the_role_ships(tmp_path):
     had started to import the systemd parser)."""
     with open(os.path.join(ROOT, "roles", "vllm_service", "tasks", "watchdog.yml")) as fh:
         task = [t for t in yaml.safe_load(fh) if "llmops.serving.file_set" in t][0]
-    assert "_vllm_watchdog_set_files" in task["vars"]["_files"]
+    assert "_vllm_watchdog_set_files" in task["vars"]["_vllm_watchdog_files_all"]
     with open(os.path.join(ROOT, "roles", "vllm_service", "vars", "main.yml")) as fh:
         files = yaml.safe_load(fh)["_vllm_watchdog_set_files"]
     lookup = re.compile(r"lookup\('ansible\.builtin\.file', '([^']+)', rstrip=false\)")
