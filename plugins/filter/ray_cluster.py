@@ -59,8 +59,15 @@ def vllm_port_problems(checks, host, listened, reached):
     return vllm_multinode.port_problems(checks, host, listened or {}, errors)
 
 
+def vllm_batch_problems(views, batch, play_hosts):
+    """views: {host: vllm_view}; batch: ansible_play_batch; play_hosts: ansible_play_hosts_all."""
+    if not isinstance(views, dict):
+        raise AnsibleFilterError("vllm_batch_problems expects {host: vllm_view}, got %s" % type(views).__name__)
+    return vllm_multinode.batch_problems(views, batch, play_hosts)
+
+
 class FilterModule(object):
     def filters(self):
         return {"ray_membership": ray_membership, "vllm_nodes_compare": vllm_nodes_compare,
                 "vllm_port_checks": vllm_port_checks, "vllm_port_listen_args": vllm_port_listen_args,
-                "vllm_port_problems": vllm_port_problems}
+                "vllm_port_problems": vllm_port_problems, "vllm_batch_problems": vllm_batch_problems}

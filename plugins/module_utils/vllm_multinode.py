@@ -311,3 +311,27 @@ def port_problems(checks, host, listened, reached):
                      "wrong vllm_node_address of %s)" % (host, c["owner"], c["address"], c["port"], c["what"],
                                                          err, c["port"], c["owner"], host, c["owner"]))
     return p
+
+
+
+def batch_problems(views, batch, play_hosts):
+    """A spanning instance converges in one batch of the rolling vLLM play:
+    its head's readiness waits for ranks that a later batch would only start.
+    ``views``: {host: vllm_view} of ``batch`` (ansible_play_batch); nodes not
+    in the play (``play_hosts``, a --limit) are not looked at."""
+    batch, play_hosts = list(batch or []), set(play_hosts or [])
+    problems, seen = [], set()
+    for host in batch:
+        for v in (views or {}).get(host) or []:
+            nodes = [n for n in (v.get("nodes") or []) if n in play_hosts]
+            outside = [n for n in nodes if n not in batch]
+            if not outside or v["name"] in seen:
+                continue
+            seen.add(v["name"])
+            problems.append("instance %s spans %s, but this batch of the vLLM play holds only %s (%s in a later "
+                            "batch); run the nodes of a spanning instance in one batch: -e vllm_serial=100%% (a "
+                            "play keyword: inventory variables are not read there), or a serial list whose "
+                            "batches keep them together" % (v["name"], ", ".join(nodes),
+                                                            ", ".join(n for n in nodes if n in batch),
+                                                            ", ".join(outside)))
+    return problems

@@ -233,3 +233,26 @@ def test_port_filters_read_the_listener_and_wait_for_results():
     assert F.vllm_port_problems(checks, "worker", {}, ok) == []
     (p,) = F.vllm_port_problems(checks, "worker", {}, timeout)
     assert "node worker cannot reach head at 10.0.0.1:26510" in p and "Timeout when waiting" in p
+
+
+
+def _view(*nodes):
+    return [{"name": "big", "nodes": list(nodes)}]
+
+
+def test_spanning_instance_split_across_batches_is_named():
+    views = {"a": _view("a", "b")}
+    problems = M.batch_problems(views, ["a"], ["a", "b", "c"])
+    assert len(problems) == 1
+    assert "instance big spans a, b" in problems[0] and "only a (b in a later batch)" in problems[0]
+    assert "-e vllm_serial=100%" in problems[0]
+
+
+def test_spanning_instance_in_one_batch_passes():
+    views = {"a": _view("a", "b"), "b": _view("a", "b"), "c": []}
+    assert M.batch_problems(views, ["a", "b", "c"], ["a", "b", "c"]) == []
+    assert M.batch_problems(views, ["a", "b"], ["a", "b", "c"]) == []
+    # a --limit that leaves a node out of the play: not this check's to say
+    assert M.batch_problems({"a": _view("a", "b")}, ["a"], ["a"]) == []
+    # instances on one host: nothing to say
+    assert M.batch_problems({"a": [{"name": "x", "nodes": None}]}, ["a"], ["a", "b"]) == []
