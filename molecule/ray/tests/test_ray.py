@@ -2,6 +2,8 @@
 instance (tp2) with tensor_parallel_size 2 across both nodes (native mode,
 gloo over TCP)."""
 import json
+import os
+import subprocess
 
 import pytest
 
@@ -65,3 +67,29 @@ def test_tp2_serves_completions_across_both_nodes(host):
     out = json.loads(host.check_output(
         "curl -sf -m 60 http://127.0.0.1:8401/v1/completions -H 'Content-Type: application/json' -d '%s'" % body))
     assert out["usage"]["completion_tokens"] == 8
+
+
+def _main_pids():
+    return {n: subprocess.run(["docker", "exec", n, "systemctl", "show", "-p", "MainPID", "--value", "vllm@tp2"],
+                              capture_output=True, text=True, check=True).stdout.strip() for n in ("ray-head", "ray-worker")}
+
+
+def test_a_batch_that_splits_tp2_fails_before_any_change(host):
+    """site.yml's vLLM play with one host per batch would start the head alone
+    (its readiness waits for rank 1): the batch fails first, naming the fix."""
+    if host.backend.get_hostname() != "ray-head":
+        pytest.skip("one run for the pair")
+    root = os.environ["MOLECULE_PROJECT_DIRECTORY"]
+    inv = os.environ["MOLECULE_INVENTORY_FILE"]
+    before = _main_pids()
+    env = dict(os.environ, ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0")
+    env.setdefault("ANSIBLE_COLLECTIONS_PATH", "%s/.cache/collections:%s/.venv/lib/python3.11/site-packages" % (root, root))
+    proc = subprocess.run(["ansible-playbook", "-i", os.path.dirname(inv) if os.path.isfile(inv) else inv,
+                           os.path.join(root, "playbooks", "vllm.yml"), "-e", "vllm_serial=1"],
+                          capture_output=True, text=True, env=env, cwd=root, check=False)
+    assert proc.returncode != 0, proc.stdout[-2000:]
+    assert ("instance tp2 spans ray-head, ray-worker, but this batch of the vLLM play holds only ray-head "
+            "(ray-worker in a later batch)") in proc.stdout, proc.stdout[-3000:]
+    assert "-e vllm_serial=100%" in proc.stdout
+    # nothing restarted
+    assert _main_pids() == before and "0" not in before.values()
