@@ -204,11 +204,13 @@ class HostState(object):
         return result, None
 
     def venv(self, path, packages):
+        # isreg follows a link (bin/python is one): a dangling link (the base
+        # interpreter upgraded away) is no interpreter, and pip runs again.
         python = stat_path(self._p(os.path.join(path, "bin", "python")), checksum=False)
-        have = venv_packages(self._p(path)) if python.get("exists") else {}
+        have = venv_packages(self._p(path)) if python.get("isreg") else {}
         return {
             "path": path,
-            "python_exists": bool(python.get("exists")),
+            "python_exists": bool(python.get("isreg")),
             "versions": dict((name, have.get(normalize_name(name))) for name in packages),
         }
 

