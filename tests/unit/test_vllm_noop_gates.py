@@ -17,13 +17,13 @@ from conftest import ROOT
 TASKS = os.path.join(ROOT, "roles", "vllm_service", "tasks")
 # The main flow's phases (tasks/main.yml); restart/rollback/snapshot/prune/venv
 # only run on a change (their include is gated: checked here too).
-FILES = ["install.yml", "model.yml", "configure.yml", "run.yml", "watchdog.yml"]
+FILES = ["install.yml", "venv.yml", "model.yml", "configure.yml", "run.yml", "watchdog.yml"]
 WRITERS = {"apt", "group", "user", "file", "copy", "template", "pip", "file_set", "systemd_service",
            "command", "shell", "vllm_tiny_model", "include_tasks", "include_role"}
 # A `when` naming one of these skips the task on a no-op run.
 GATES = ("_vllm_state", "_vllm_files_same", "_vllm_unit_will_change", "_vllm_units_to_apply",
          "_vllm_found", "_vllm_pip is changed", "_vllm_pip is not skipped", "_vllm_venv_moved", "_vllm_venv_done",
-         "_vllm_venv_stat", "_vllm_watchdog_files is changed", "_vllm_restart_list", "vllm_venv_versioned",
+         "_vllm_watchdog_files is changed", "_vllm_restart_list", "_vllm_legacy_dir", "_vllm_venv_new",
          "ansible_check_mode and _vllm_pip is changed")
 # Loops that are empty on a no-op run.
 EMPTY_LOOPS = ("_vllm_restart_list", "_vllm_state.stale_instances")
@@ -31,6 +31,8 @@ EMPTY_LOOPS = ("_vllm_restart_list", "_vllm_state.stale_instances")
 NOT_GATED = {
     # The gate itself: /health 200 and a real completion every run.
     "Wait for each instance to be ready (/health 200, then a real completion)": "readiness is the contract",
+    "Set up the versioned venv (adopt the pre-versioning venv, or clone one of the same vLLM version)":
+        "an include (no round trip); venv.yml's own tasks are checked here",
 }
 
 
