@@ -68,15 +68,6 @@ def test_bad_instance_values_fail_before_any_change(outcomes, step, needles):
     assert after["completion_status"] == 200
 
 
-def test_check_mode_with_a_new_instance_passes_and_changes_nothing(host, outcomes):
-    before, after = outcomes["before"], outcomes["check_new_instance"]
-    assert not after["failed"], after
-    assert after["pids"] == before["pids"] and after["files"] == before["files"]
-    assert after["health"] == {"8201": 200, "8202": 200}
-    assert not host.file("/etc/systemd/system/vllm@c.service.d").exists
-    assert not host.file("/etc/vllm/c.env").exists
-
-
 def test_secret_arg_value_is_not_shown(outcomes):
     assert "hf_molecule_not_a_token" not in outcomes["secret_arg"]["msg"]
 
