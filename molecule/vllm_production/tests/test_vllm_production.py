@@ -1,8 +1,11 @@
 """vllm_service in production shape: failure cases (recorded by side_effect.yml) and live state."""
 import json
+import os
 import re
+import subprocess
 
 import pytest
+import yaml
 
 KEY = "molecule-prod-key-5e1f0c7a"
 DROPIN_A = "/etc/systemd/system/vllm@a.service.d/10-instance.conf"
@@ -105,6 +108,35 @@ def test_removed_instance_is_stopped_and_its_files_gone(host, outcomes):
     assert not after["exists"]["/var/lib/vllm/b"]
     assert host.service("vllm@b.service").is_running is False
     assert host.service("vllm@a.service").is_running
+
+
+def test_check_mode_with_a_new_instance_on_the_converged_host(host, tmp_path):
+    """`vllm.yml --check --diff` with one instance more than the host runs (a
+    only, after the side effect): the run passes and shows the new instance's
+    files; nothing is written or restarted. The new instance has no drop-in on
+    the host, so systemd cannot load its unit: check mode must not ask it."""
+    inv = os.environ["MOLECULE_INVENTORY_FILE"]
+    inv_dir = os.path.dirname(inv) if os.path.isfile(inv) else inv
+    with open(os.path.join(inv_dir, "group_vars", "vllm")) as fh:
+        instances = yaml.safe_load(fh)["vllm_instances"]
+    a = [i for i in instances if i["name"] == "a"][0]
+    extra = tmp_path / "extra.json"
+    extra.write_text(json.dumps({"vllm_instances": [a, dict(a, name="c", port=8203)]}))
+    pid = host.check_output("systemctl show -p MainPID --value vllm@a.service")
+    root = os.environ["MOLECULE_PROJECT_DIRECTORY"]
+    env = dict(os.environ, ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0")
+    env.setdefault("ANSIBLE_COLLECTIONS_PATH", "%s/.cache/collections:%s/.venv/lib/python3.11/site-packages" % (root, root))
+    proc = subprocess.run(["ansible-playbook", "-i", inv_dir, os.path.join(root, "playbooks", "vllm.yml"),
+                           "--check", "--diff", "-e", "@%s" % extra], capture_output=True, text=True, env=env,
+                          cwd=root, check=False)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out[-4000:]
+    assert "vllm@c.service.d/10-instance.conf" in out, out[-4000:]
+    assert KEY not in out
+    assert not host.file("/etc/systemd/system/vllm@c.service.d").exists
+    assert not host.file("/etc/vllm/c.env").exists
+    assert not host.file("/var/lib/vllm/c").exists
+    assert host.check_output("systemctl show -p MainPID --value vllm@a.service") == pid
 
 
 def test_outcomes_carry_no_key(host):
