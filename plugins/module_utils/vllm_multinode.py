@@ -313,7 +313,6 @@ def port_problems(checks, host, listened, reached):
     return p
 
 
-
 def batch_problems(views, batch, play_hosts):
     """A spanning instance converges in one batch of the rolling vLLM play:
     its head's readiness waits for ranks that a later batch would only start.

@@ -235,7 +235,6 @@ def test_port_filters_read_the_listener_and_wait_for_results():
     assert "node worker cannot reach head at 10.0.0.1:26510" in p and "Timeout when waiting" in p
 
 
-
 def _view(*nodes):
     return [{"name": "big", "nodes": list(nodes)}]
 
