@@ -58,11 +58,13 @@ def test_pip_sources_in_a_root_only_config_that_pip_reads(host):
     """vllm_pip_find_links is in /opt/vllm/pip.conf (not on pip's command line), and pip parses it."""
     conf = host.file("/opt/vllm/pip.conf")
     assert conf.user == "root" and conf.mode == 0o600
-    # `pip config list` prints the file's values as KEY='VALUE' (a list value
-    # keeps its newlines); env-sourced ones as :env:.KEY.
+    # `pip config list` prints the file's values as KEY='VALUE', a list value
+    # with its newlines escaped (global.find-links='\\n/opt/wheels', measured);
+    # env-sourced ones as :env:.KEY.
     listed = host.check_output("PIP_CONFIG_FILE=/opt/vllm/pip.conf /opt/vllm/venv/bin/python -m pip config list")
     values = dict(m.groups() for m in re.finditer(r"^global\.([a-z-]+)='([^']*)'", listed, re.M))
-    assert values.get("find-links", "").split() == [os.environ.get("LLMOPS_WHEELS_DIR", "/opt/wheels")], listed
+    links = values.get("find-links", "").replace("\\n", "\n").split()
+    assert links == [os.environ.get("LLMOPS_WHEELS_DIR", "/opt/wheels")], listed
     assert "index-url" not in values and "extra-index-url" not in values, listed  # vllm_cpu_torch_index_url: "" here
 
 
