@@ -136,10 +136,10 @@ error:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.llmops.serving.plugins.module_utils.vllm_client import (
-    HAS_REQUESTS, REQUESTS_IMPORT_ERROR, VllmClient, connection_argument_spec, resolve_api_key, journal_text, require_libs,
-    strip_probe)
+    HAS_REQUESTS, REQUESTS_IMPORT_ERROR, VllmClient, connection_argument_spec, resolve_api_key, require_libs)
 from ansible_collections.llmops.serving.plugins.module_utils.vllm_metrics import (
-    HAS_PROMETHEUS_CLIENT, PROMETHEUS_CLIENT_IMPORT_ERROR, parse_metrics, parse_startup_log, summarize_models)
+    HAS_PROMETHEUS_CLIENT, PROMETHEUS_CLIENT_IMPORT_ERROR)
+from ansible_collections.llmops.serving.plugins.module_utils.vllm_kv_read import read_kv_cache
 
 
 def main():
@@ -158,34 +158,8 @@ def main():
     if p["source"] == "journal" and not p["unit"]:
         module.fail_json(msg="source=journal needs unit (the systemd unit whose journal holds the startup log)")
     client = VllmClient(p["url"], api_key=resolve_api_key(module), timeout=p["timeout"], validate_certs=p["validate_certs"])
-    result = dict(changed=False, url=client.url, source="none", engines=[], models={}, metrics_probe=None,
-                  error=None)
-    errors = []
-    if p["source"] in ("auto", "metrics"):
-        m = client.metrics()
-        result["metrics_probe"] = strip_probe(m)
-        if m["ok"]:
-            engines = parse_metrics(m["text"] or "")
-            if engines:
-                result.update(source="metrics", engines=engines, models=summarize_models(engines))
-            else:
-                errors.append("/metrics has no vllm: metrics (server started with --disable-log-stats?)")
-        else:
-            errors.append(m["error"])
-    if result["source"] == "none" and p["source"] in ("auto", "journal"):
-        if p["unit"]:
-            text = journal_text(p["unit"], p["journal_lines"], runner=module.run_command)
-            engines = parse_startup_log(text)
-            if engines:
-                result.update(source="journal", engines=engines, models=summarize_models(engines))
-            else:
-                errors.append("no 'KV cache size' line in the last %d journal lines of %s"
-                              % (p["journal_lines"], p["unit"]))
-        else:
-            errors.append("no unit given for the journal fallback")
-    if result["source"] == "none":
-        result["error"] = "; ".join(e for e in errors if e)
-    module.exit_json(**result)
+    result = read_kv_cache(client, p["unit"], p["source"], p["journal_lines"], runner=module.run_command)
+    module.exit_json(changed=False, **result)
 
 
 if __name__ == "__main__":

@@ -212,6 +212,39 @@ def test_warmup_cli_standalone(ok_server, workdir):
     assert p.returncode == 1 and "401" in p.stderr
 
 
+def test_report_module_reads_every_instance_in_one_run(ok_server, tiny_model, workdir):
+    """vllm_report: the fleet report's four reads per instance in one module run, each
+    part the shape of the module it replaces; the key is read from the env file on the
+    host; a down instance is data and gets no warmup."""
+    env = workdir / "a.env"
+    env.write_text('VLLM_API_KEY="%s"\n' % API_KEY)
+    down = "http://127.0.0.1:%d" % free_port()
+    view = [{"name": "a", "url": ok_server.url, "unit": None, "served_name": "tiny", "has_api_key": True,
+             "env_path": str(env), "model": tiny_model, "max_model_len": 512, "tensor_parallel_size": 1,
+             "pipeline_parallel_size": 1, "args": {}, "gpus": [], "gpu_memory_utilization": 0.9},
+            {"name": "b", "url": down, "unit": None, "served_name": "tiny", "has_api_key": False,
+             "env_path": "/nonexistent", "model": "/nonexistent", "max_model_len": 512,
+             "tensor_parallel_size": 1, "pipeline_parallel_size": 1, "args": {}, "gpus": []}]
+    r = run_module("vllm_report", {"instances": view, "cpu_kvcache_space_gib": 1, "warmup_count": 3})
+    assert r.get("failed") is not True and r["changed"] is False, r
+    a, b = r["instances"]
+    assert [a["name"], b["name"]] == ["a", "b"] and r["device"] == "cpu"
+    assert a["health"]["state"] == "ready" and a["health"]["readiness"]["tokens"] >= 1  # the key from the file
+    assert a["kv"]["source"] == "metrics" and a["kv"]["models"]["tiny"]["kv_cache_size_tokens"] == 2097152
+    # Predicted from the model's config.json: the same figure, exact on CPU.
+    assert a["predicted"]["kv"]["tokens"] == 2097152 and a["predicted"]["kv"]["exact"] is True
+    assert a["warmup"]["ok"] is True and a["warmup"]["all"]["ok"] == 3 and "requests" not in a["warmup"]
+    assert a["warmup"]["warm"]["ttft_p50_s"] > 0
+    assert b["health"]["state"] == "unreachable" and b["kv"]["source"] == "none"
+    assert b["warmup"] == {"skipped": True, "reason": "instance is unreachable"}
+    assert b["predicted"]["kv"] is None and "no config.json" in b["predicted"]["kv_skipped"]
+    # Without the key file the readiness completion gets 401: not ready.
+    view[0]["env_path"] = "/nonexistent"
+    r = run_module("vllm_report", {"instances": view[:1], "warmup": False})
+    assert r["instances"][0]["health"]["state"] == "degraded" and "401" in r["instances"][0]["health"]["reason"]
+    assert r["instances"][0]["warmup"]["skipped"] is True
+
+
 def test_degraded_head_dim_16(ok_server, workdir):
     ok_server.stop()  # one extra vLLM at a time on small machines
     model = generate_model(workdir / "tiny-hd16", 8)
