@@ -8,11 +8,13 @@ derived from it, or a change of this run; or its loop is empty on a no-op run
 a gate removed) fails here, naming the task. The behaviour of a gated task on a
 drifted host is tested live (molecule/vllm_service: idempotence, check --diff).
 """
+import json
 import os
+import subprocess
 
 import yaml
 
-from conftest import ROOT
+from conftest import ROOT, ansible_env, ansible_tool
 
 TASKS = os.path.join(ROOT, "roles", "vllm_service", "tasks")
 # The main flow's phases (tasks/main.yml); restart/rollback/snapshot/prune/venv
@@ -26,11 +28,9 @@ GATES = ("_vllm_state", "_vllm_files_same", "_vllm_unit_will_change", "_vllm_uni
          "_vllm_watchdog_files is changed", "_vllm_restart_list", "_vllm_legacy_dir", "_vllm_venv_new",
          "ansible_check_mode and _vllm_pip is changed")
 # Loops that are empty on a no-op run.
-EMPTY_LOOPS = ("_vllm_restart_list", "_vllm_state.stale_instances")
+EMPTY_LOOPS = ("_vllm_restart_list", "_vllm_state.stale_instances", "_vllm_readiness_instances")
 # Not gated yet, with the reason (a line that is no longer needed fails too).
 NOT_GATED = {
-    # The gate itself: /health 200 and a real completion every run.
-    "Wait for each instance to be ready (/health 200, then a real completion)": "readiness is the contract",
     "Set up the versioned venv (adopt the pre-versioning venv, or clone one of the same vLLM version)":
         "an include (no round trip); venv.yml's own tasks are checked here",
 }
@@ -76,3 +76,37 @@ def test_every_write_task_of_the_main_flow_is_gated():
                 ungated.append("%s: %s (%s)" % (name, task.get("name"), module))
     assert not ungated, "write tasks a no-op run still executes (gate them on the host state):\n" + "\n".join(ungated)
     assert seen == set(NOT_GATED), "NOT_GATED lists tasks that no longer exist: %s" % (set(NOT_GATED) - seen)
+
+
+def _readiness_names(tmp_path, **extra):
+    """The instances the readiness gate waits for (roles/vllm_service/vars/main.yml's
+    _vllm_readiness_instances), rendered by Ansible for a host state of four instances:
+    a active and untouched, b activating (after a reboot), c active but restarted by
+    this run, d active and headless (serves no HTTP)."""
+    view = [{"name": n, "unit": "vllm@%s.service" % n, "serves_http": n != "d"} for n in "abcd"]
+    units = {"vllm@a.service": {"active_state": "active", "unit_file_state": "enabled"},
+             "vllm@b.service": {"active_state": "activating", "unit_file_state": "enabled"},
+             "vllm@c.service": {"active_state": "active", "unit_file_state": "enabled"},
+             "vllm@d.service": {"active_state": "active", "unit_file_state": "enabled"}}
+    variables = dict({"vllm_view": view, "_vllm_state": {"units": units}, "_vllm_restart_list": ["c"],
+                      "vllm_service_enabled": True, "vllm_service_state": "started",
+                      "vllm_readiness_check_unchanged": False}, **extra)
+    play = [{"hosts": "localhost", "gather_facts": False,
+             "vars_files": [os.path.join(ROOT, "roles", "vllm_service", "vars", "main.yml")],
+             "tasks": [{"ansible.builtin.debug": {"msg": "{{ _vllm_readiness_instances | map(attribute='name') | list }}"}}]}]
+    (tmp_path / "play.yml").write_text(yaml.safe_dump(play))
+    (tmp_path / "vars.json").write_text(json.dumps(variables))
+    env = dict(ansible_env(), ANSIBLE_STDOUT_CALLBACK="ansible.posix.json")
+    proc = subprocess.run([ansible_tool("ansible-playbook"), "-i", "localhost,", "-c", "local",
+                           "-e", "@" + str(tmp_path / "vars.json"), str(tmp_path / "play.yml")],
+                          capture_output=True, text=True, env=env, timeout=120, check=False)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    out = json.loads(proc.stdout[proc.stdout.index("{"):])
+    return out["plays"][0]["tasks"][0]["hosts"]["localhost"]["msg"]
+
+
+def test_readiness_waits_for_what_this_run_started_or_found_not_active(tmp_path):
+    """A no-op run does not probe an instance that was active and that it left alone;
+    one still activating (a re-run after a reboot) and one it restarted are waited for."""
+    assert _readiness_names(tmp_path) == ["b", "c"]
+    assert _readiness_names(tmp_path, vllm_readiness_check_unchanged=True) == ["a", "b", "c"]
