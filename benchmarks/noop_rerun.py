@@ -6,7 +6,7 @@ Prints, for 1 host and for all hosts of the inventory's `vllm` group:
   - a normal re-run of site.yml (must report changed=0),
   - a `site.yml --check --diff` run,
   - a `playbooks/drift.yml --check` run,
-and the cost per host. Goal: no-op re-run <= 15 s per host.
+and the cost per host. Goal (issue 13): no-op and --check --diff <= 10 s on one host.
 
 Against the molecule drift scenario (three real vLLM CPU nodes):
   molecule converge -s drift
