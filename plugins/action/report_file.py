@@ -56,7 +56,7 @@ class ActionModule(ActionBase):
 
     def run(self, tmp=None, task_vars=None):
         result = super(ActionModule, self).run(tmp, task_vars)
-        _, args = self.validate_argument_spec(
+        dummy, args = self.validate_argument_spec(
             argument_spec=ARGS, mutually_exclusive=[["content", "data"]], required_one_of=[["content", "data"]])
         try:
             mode = int(args["mode"], 8)

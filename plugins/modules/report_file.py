@@ -21,7 +21,7 @@ description:
     Python on any host or on the controller. C(ansible.builtin.copy) with
     C(delegate_to=localhost) costs three module runs on the controller (about 1.1 s here); this
     costs none. The reports of C(playbooks/report.yml) and C(playbooks/drift.yml) use it.
-  - Reports are output, not managed state. RV(changed) is always C(false), so a converged fleet
+  - Reports are output, not managed state. C(changed) is always C(false), so a converged fleet
     reads C(changed=0). In check mode nothing is written, unless the task sets
     C(check_mode=false) (the drift report is written in check mode on purpose).
   - Only for reports without secrets; the file is readable by everyone unless O(mode) says
@@ -78,7 +78,13 @@ from ansible.module_utils.basic import AnsibleModule
 
 
 def main():
-    module = AnsibleModule(argument_spec={}, supports_check_mode=True)
+    # The options as the action plugin reads them (plugins/action/report_file.py: ARGS).
+    module = AnsibleModule(argument_spec=dict(
+        dest=dict(type="path", required=True),
+        content=dict(type="str"),
+        data=dict(type="raw"),
+        mode=dict(type="str", default="0644"),
+    ), mutually_exclusive=[["content", "data"]], required_one_of=[["content", "data"]], supports_check_mode=True)
     module.fail_json(msg="llmops.serving.report_file runs on the controller through its action plugin; "
                          "call it as a task, not as a module of ad-hoc ansible")
 

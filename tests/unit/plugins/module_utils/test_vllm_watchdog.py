@@ -63,14 +63,14 @@ def test_round_against_a_half_dead_server_kills_and_records(tmp_path):
     assert oct(path.stat().st_mode & 0o777) == "0o644"
     # what vllm_health returns from that file
     restarts, summary = vllm_probe.restart_fields({"unit": "vllm@a.service", "watchdog_state": str(path)},
-                                                   {"n_restarts": 1, "result": "success"})
+                                                  {"n_restarts": 1, "result": "success"})
     assert summary["present"] and summary["status"] == "restarted" and summary["restarts_total"] == 1
     assert restarts == {"n_restarts": 1, "start_limit_hit": False, "watchdog_last_hour": summary["restarts_last_hour"]}
 
 
 def test_health_fields_without_state_and_with_start_limit():
     restarts, summary = vllm_probe.restart_fields({"unit": "vllm@nope.service", "watchdog_state": "/nonexistent"},
-                                                   {"n_restarts": 5, "result": "start-limit-hit"})
+                                                  {"n_restarts": 5, "result": "start-limit-hit"})
     assert summary["present"] is False
     assert restarts["start_limit_hit"] is True and restarts["n_restarts"] == 5
     assert vllm_probe.watchdog_path({"unit": "vllm@x.service", "watchdog_state": None}) == "/var/lib/vllm-watchdog/x.json"
