@@ -77,17 +77,21 @@ def read_env_file_key(path, name="VLLM_API_KEY"):
     return ""
 
 
-def resolve_api_key(module):
-    """``api_key``, else VLLM_API_KEY from ``api_key_env_file`` (the
-    instance's root-only env file: the key never passes through the
-    controller); registered as a no_log value either way."""
-    p = module.params
-    key = p.get("api_key")
-    if not key and p.get("api_key_env_file"):
-        key = read_env_file_key(p["api_key_env_file"])
-        if key:
-            module.no_log_values.add(key)
+def env_file_api_key(module, path):
+    """VLLM_API_KEY from the env file ``path`` on the target (the instance's
+    root-only env file: the key never passes through the controller),
+    registered as a no_log value of ``module``; None when absent."""
+    key = read_env_file_key(path) if path else ""
+    if key:
+        module.no_log_values.add(key)
     return key or None
+
+
+def resolve_api_key(module):
+    """``api_key``, else VLLM_API_KEY from ``api_key_env_file``
+    (:func:`env_file_api_key`)."""
+    p = module.params
+    return p.get("api_key") or env_file_api_key(module, p.get("api_key_env_file"))
 
 
 def require_libs(module, libs=None):

@@ -140,7 +140,7 @@ from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.llmops.serving.plugins.module_utils.kv_predict import PREDICT_DEFAULTS, KvPredictor
 from ansible_collections.llmops.serving.plugins.module_utils.vllm_client import (
-    VllmClient, read_env_file_key, require_libs)
+    VllmClient, env_file_api_key, require_libs)
 from ansible_collections.llmops.serving.plugins.module_utils.vllm_kv_read import read_kv_cache
 from ansible_collections.llmops.serving.plugins.module_utils.vllm_metrics import (
     HAS_PROMETHEUS_CLIENT, PROMETHEUS_CLIENT_IMPORT_ERROR)
@@ -157,12 +157,7 @@ class InstanceReport(object):
         self.p = module.params
 
     def api_key(self, inst):
-        if not inst.get("has_api_key") or not inst.get("env_path"):
-            return None
-        key = read_env_file_key(inst["env_path"]) or None
-        if key:
-            self.module.no_log_values.add(key)
-        return key
+        return env_file_api_key(self.module, inst.get("env_path")) if inst.get("has_api_key") else None
 
     def warmup(self, inst, health, key):
         if not self.p["warmup"]:
