@@ -36,6 +36,13 @@ def vllm_nodes_compare(instance, facts_by_node):
     return vllm_multinode.compare_nodes(instance.get("name"), facts)
 
 
+def vllm_spanning_instances(view):
+    """vllm_view -> its entries that span hosts (``nodes``)."""
+    if view is not None and not isinstance(view, list):
+        raise AnsibleFilterError("vllm_spanning_instances expects a vllm_view (a list), got %s" % type(view).__name__)
+    return vllm_multinode.spanning(view)
+
+
 def vllm_port_checks(view):
     """vllm_view -> the ports the nodes of its spanning instances must reach."""
     return vllm_multinode.port_checks(view)
@@ -70,4 +77,5 @@ class FilterModule(object):
     def filters(self):
         return {"ray_membership": ray_membership, "vllm_nodes_compare": vllm_nodes_compare,
                 "vllm_port_checks": vllm_port_checks, "vllm_port_listen_args": vllm_port_listen_args,
-                "vllm_port_problems": vllm_port_problems, "vllm_batch_problems": vllm_batch_problems}
+                "vllm_port_problems": vllm_port_problems, "vllm_batch_problems": vllm_batch_problems,
+                "vllm_spanning_instances": vllm_spanning_instances}

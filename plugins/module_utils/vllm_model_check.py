@@ -191,10 +191,10 @@ def check_model(entry, ident, protect_home, generated, fail_on_missing=True):
             limit, why = model_limit(config)
             if limit is not None and int(want) > limit:
                 problems.append(
-                    "%s: %s = %d is above what the model supports (%s = %d in %s): vLLM refuses to start. "
+                    "%s: %s = %d is above what the model supports (%s in %s): vLLM refuses to start. "
                     "Lower it to %d or less (or set VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 in env if the model really "
                     "extrapolates)" % (who, entry.get("max_model_len_path") or "max_model_len", int(want), why,
-                                       limit, cfg_path, limit))
+                                       cfg_path, limit))
     return problems, False
 
 

@@ -272,6 +272,12 @@ def membership(expected, status):
 # node of `peers` connects to it. The key of a check in the listener's and
 # the connects' results is "address,port".
 
+def spanning(view):
+    """The entries of ``view`` (a vllm_view) that span hosts: those with ``nodes``
+    (the rule, written once; filter llmops.serving.vllm_spanning_instances)."""
+    return [v for v in view or [] if v.get("nodes")]
+
+
 def port_checks(view):
     """The TCP ports that the nodes of each spanning native instance of
     ``view`` (vllm_view of this host) need between them: the head's
@@ -279,8 +285,8 @@ def port_checks(view):
     the ranks and vLLM's message queue connects them on ephemeral ports,
     which no check before the start can name."""
     out = []
-    for v in view or []:
-        if v.get("distributed_mode") != "native" or not v.get("nodes") or not v.get("master_port"):
+    for v in spanning(view):
+        if v.get("distributed_mode") != "native" or not v.get("master_port"):
             continue
         out.append({"owner": v["nodes"][0], "address": v["head_address"], "port": int(v["master_port"]),
                     "what": "instance %s: master_port, the torch.distributed rendezvous" % v["name"],
@@ -321,8 +327,8 @@ def batch_problems(views, batch, play_hosts):
     batch, play_hosts = list(batch or []), set(play_hosts or [])
     problems, seen = [], set()
     for host in batch:
-        for v in (views or {}).get(host) or []:
-            nodes = [n for n in (v.get("nodes") or []) if n in play_hosts]
+        for v in spanning((views or {}).get(host)):
+            nodes = [n for n in v["nodes"] if n in play_hosts]
             outside = [n for n in nodes if n not in batch]
             if not outside or v["name"] in seen:
                 continue

@@ -85,6 +85,14 @@ options:
       num_attention_heads:
         description: As in M(llmops.serving.vllm_tiny_model).
         type: int
+  args_check:
+    description:
+      - Options of M(llmops.serving.vllm_args_check) (the same names, types and defaults). When given, that check
+        runs in this module run too (the vllm_service role's preflight check and its host read are one round trip),
+        and its result is RV(args_check).
+      - Its problems are returned as data (RV(args_check.problems), RV(args_check.msg)), not failed on - the caller
+        decides (the role fails on them in its next task, before any change). Invalid options fail the module.
+    type: dict
 seealso:
   - module: llmops.serving.file_set
 author:
@@ -112,6 +120,22 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+args_check:
+  description: The result of M(llmops.serving.vllm_args_check) for O(args_check) (its return values; C(changed) left out).
+  returned: when O(args_check) is given
+  type: dict
+  contains:
+    problems:
+      description: Every problem found (empty when the options and models are valid).
+      type: list
+      elements: dict
+    msg:
+      description: The problems as one message naming each variable and its fix.
+      returned: when there are problems
+      type: str
+    parser_checked:
+      description: Whether the installed vLLM's parser checked the argv.
+      type: bool
 epoch:
   description: The host's clock (seconds since the epoch) when the state was read.
   returned: always
@@ -165,6 +189,9 @@ stale_instances:
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
+
+from ansible_collections.llmops.serving.plugins.module_utils.vllm_args_check import ARGS_CHECK_SPEC, ArgsCheck
 from ansible_collections.llmops.serving.plugins.module_utils.vllm_host_state import HostState
 
 
@@ -182,6 +209,7 @@ def main():
             instances=dict(type="list", elements="str", default=[]),
             tiny_model=dict(type="dict", options=dict(path=dict(type="path", required=True),
                                                       num_attention_heads=dict(type="int"))),
+            args_check=dict(type="dict"),
         ),
         supports_check_mode=True,
     )
@@ -193,7 +221,13 @@ def main():
             return 1, "", "systemctl not found"
         return module.run_command(argv, environ_update={"LC_ALL": "C"})
 
-    module.exit_json(changed=False, **HostState(run).read(params))
+    result = HostState(run).read(params)
+    if module.params["args_check"] is not None:
+        checked = ArgumentSpecValidator(ARGS_CHECK_SPEC).validate(module.params["args_check"])
+        if checked.error_messages:
+            module.fail_json(msg="args_check: %s" % "; ".join(checked.error_messages))
+        result["args_check"] = ArgsCheck(module).run(checked.validated_parameters)
+    module.exit_json(changed=False, **result)
 
 
 if __name__ == "__main__":

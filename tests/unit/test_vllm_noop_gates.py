@@ -19,14 +19,14 @@ from conftest import ROOT, ansible_env, ansible_tool
 TASKS = os.path.join(ROOT, "roles", "vllm_service", "tasks")
 # The main flow's phases (tasks/main.yml); restart/rollback/snapshot/prune/venv
 # only run on a change (their include is gated: checked here too).
-FILES = ["install.yml", "venv.yml", "model.yml", "configure.yml", "run.yml", "watchdog.yml"]
+FILES = ["install.yml", "venv.yml", "model.yml", "configure.yml", "run.yml", "run_changes.yml", "watchdog.yml"]
 WRITERS = {"apt", "group", "user", "file", "copy", "template", "pip", "file_set", "systemd_service",
            "command", "shell", "vllm_tiny_model", "include_tasks", "include_role"}
 # A `when` naming one of these skips the task on a no-op run.
 GATES = ("_vllm_state", "_vllm_files_same", "_vllm_unit_will_change", "_vllm_units_to_apply",
          "_vllm_found", "_vllm_pip is changed", "_vllm_pip is not skipped", "_vllm_venv_moved", "_vllm_venv_done",
          "_vllm_watchdog_files is changed", "_vllm_restart_list", "_vllm_legacy_dir", "_vllm_venv_new",
-         "ansible_check_mode and _vllm_pip is changed")
+         "ansible_check_mode and _vllm_pip is changed", "_vllm_run_has_work")
 # Loops that are empty on a no-op run.
 EMPTY_LOOPS = ("_vllm_restart_list", "_vllm_state.stale_instances", "_vllm_readiness_instances")
 # Not gated yet, with the reason (a line that is no longer needed fails too).
@@ -110,3 +110,48 @@ def test_readiness_waits_for_what_this_run_started_or_found_not_active(tmp_path)
     one still activating (a re-run after a reboot) and one it restarted are waited for."""
     assert _readiness_names(tmp_path) == ["b", "c"]
     assert _readiness_names(tmp_path, vllm_readiness_check_unchanged=True) == ["a", "b", "c"]
+
+
+def _render(tmp_path, expr, variables):
+    """``expr`` rendered by Ansible with roles/vllm_service/vars/main.yml and ``variables``."""
+    play = [{"hosts": "localhost", "gather_facts": False,
+             "vars_files": [os.path.join(ROOT, "roles", "vllm_service", "vars", "main.yml")],
+             "tasks": [{"ansible.builtin.debug": {"msg": expr}}]}]
+    (tmp_path / "play.yml").write_text(yaml.safe_dump(play))
+    (tmp_path / "vars.json").write_text(json.dumps(variables))
+    env = dict(ansible_env(), ANSIBLE_STDOUT_CALLBACK="ansible.posix.json")
+    proc = subprocess.run([ansible_tool("ansible-playbook"), "-i", "localhost,", "-c", "local",
+                           "-e", "@" + str(tmp_path / "vars.json"), str(tmp_path / "play.yml")],
+                          capture_output=True, text=True, env=env, timeout=120, check=False)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    out = json.loads(proc.stdout[proc.stdout.index("{"):])
+    return out["plays"][0]["tasks"][0]["hosts"]["localhost"]["msg"]
+
+
+def test_run_phase_gate_is_closed_on_a_noop_and_opens_for_each_kind_of_work(tmp_path):
+    """tasks/run.yml includes run_changes.yml only when _vllm_run_has_work: false for
+    a converged host left alone, true for each kind of work its tasks do."""
+    noop = {"vllm_view": [{"name": "a", "unit": "vllm@a.service", "serves_http": True}],
+            "_vllm_state": {"units": {"vllm@a.service": {"active_state": "active", "unit_file_state": "enabled"}},
+                            "files": {"/var/lib/vllm/rollback": {"exists": False},
+                                      "/opt/vllm/venv": {"exists": True, "lnk_source": "/opt/vllm/venvs/v1"}},
+                            "stale_instances": []},
+            "_vllm_restart_list": [], "vllm_service_enabled": True, "vllm_service_state": "started",
+            "vllm_readiness_check": True, "vllm_readiness_check_unchanged": False,
+            "vllm_rollback_dir": "/var/lib/vllm/rollback", "vllm_venv": "/opt/vllm/venv",
+            "vllm_venv_versioned": True, "_vllm_venv_path": "/opt/vllm/venvs/v1"}
+    cases = {
+        "noop": {},
+        "restart": {"_vllm_restart_list": ["a"]},
+        "not_active": {"_vllm_state": dict(noop["_vllm_state"], units={
+            "vllm@a.service": {"active_state": "failed", "unit_file_state": "enabled"}})},
+        "stop_asked": {"vllm_service_state": "stopped"},
+        "snapshot_left": {"_vllm_state": dict(noop["_vllm_state"], files=dict(
+            noop["_vllm_state"]["files"], **{"/var/lib/vllm/rollback": {"exists": True}}))},
+        "venv_switch": {"_vllm_venv_path": "/opt/vllm/venvs/v2"},
+        "removed": {"_vllm_state": dict(noop["_vllm_state"], stale_instances=["old"])},
+        "probe_all": {"vllm_readiness_check_unchanged": True},
+    }
+    got = {case: _render(tmp_path, "{{ _vllm_run_has_work | bool }}", dict(noop, **extra))
+           for case, extra in cases.items()}
+    assert got == {case: case != "noop" for case in cases}, got

@@ -255,3 +255,13 @@ def test_spanning_instance_in_one_batch_passes():
     assert M.batch_problems({"a": _view("a", "b")}, ["a"], ["a"]) == []
     # instances on one host: nothing to say
     assert M.batch_problems({"a": [{"name": "x", "nodes": None}]}, ["a"], ["a", "b"]) == []
+
+
+def test_spanning_is_the_entries_with_nodes_and_the_filter_checks_its_input():
+    from ansible.errors import AnsibleFilterError
+    from ansible_collections.llmops.serving.plugins.filter.ray_cluster import vllm_spanning_instances
+    view = [{"name": "one"}, {"name": "empty", "nodes": []}, {"name": "two", "nodes": ["h", "w"]}]
+    assert [v["name"] for v in vllm_spanning_instances(view)] == ["two"]
+    assert vllm_spanning_instances(None) == []
+    with pytest.raises(AnsibleFilterError, match="expects a vllm_view"):
+        vllm_spanning_instances({"name": "two", "nodes": ["h", "w"]})

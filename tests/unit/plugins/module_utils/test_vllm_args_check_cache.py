@@ -2,7 +2,7 @@
 import os
 import stat
 
-from ansible_collections.llmops.serving.plugins.modules import vllm_args_check as m
+from ansible_collections.llmops.serving.plugins.module_utils import vllm_args_check as m
 
 ARGVS = [["--model", "/srv/models/tiny", "--port", "8000", "--max-model-len", "512"]]
 OUT = {"results": [{"ok": True}], "vllm_version": "0.32.0", "elapsed": 7.1}

@@ -1,0 +1,232 @@
+# -*- coding: utf-8 -*-
+# Copyright: llmops.serving contributors
+# Apache License 2.0 (see LICENSE)
+"""The vLLM options and models check of module vllm_args_check, as a class.
+
+Two modules run it: ``vllm_args_check`` (on its own, and after an install
+with ``require_parser``) and ``vllm_host_state`` (option ``args_check``: the
+role's preflight check and its host read in one module run). ``ARGS_CHECK_SPEC``
+is the argument spec both validate the options with.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import glob
+import hashlib
+import json
+import os
+
+from ansible_collections.llmops.serving.plugins.module_utils import systemd
+from ansible_collections.llmops.serving.plugins.module_utils import vllm_args
+from ansible_collections.llmops.serving.plugins.module_utils import vllm_flags
+from ansible_collections.llmops.serving.plugins.module_utils import vllm_model_check
+
+ARGS_CHECK_SPEC = dict(
+    instances=dict(type="list", elements="dict", required=True),
+    common_args=dict(type="dict", default={}),
+    common_env=dict(type="dict", default={}),
+    python=dict(type="path", required=True),
+    device=dict(type="str", choices=["auto", "cuda", "cpu"], default="auto"),
+    gpu_count=dict(type="int"),
+    parser=dict(type="bool", default=True),
+    require_parser=dict(type="bool", default=False),
+    check_ports=dict(type="bool", default=True),
+    timeout=dict(type="int", default=300),
+    cache_dir=dict(type="path"),
+    default_gpu_memory_utilization=dict(type="float", default=0.92),
+    view=dict(type="list", elements="dict"),
+    service_user=dict(type="str", default="vllm"),
+    service_group=dict(type="str", default="vllm"),
+    protect_home=dict(type="str", default="true"),
+    generated_models=dict(type="list", elements="path", default=[]),
+    fail_on_missing_model=dict(type="bool", default=True),
+)
+
+FAIL_MSG = "vLLM options are invalid (nothing was changed):\n%s"
+
+
+def count_gpus(dev="/dev"):
+    """NVIDIA GPUs from /dev/nvidiaN (when the play did not gather gpu_info)."""
+    try:
+        return len([n for n in os.listdir(dev) if n.startswith("nvidia") and n[len("nvidia"):].isdigit()])
+    except OSError:
+        return None
+
+
+def model_entries(view, instances, common_args):
+    """The view entries with the variable path of their max_model_len."""
+    entries = []
+    for i, entry in enumerate(view or []):
+        e = dict(entry)
+        e["index"] = i
+        if i < len(instances):
+            opts = vllm_flags.merged_options(instances[i], common_args)
+            key, dummy = vllm_flags.lookup(opts, "max_model_len")
+            if key is not None:
+                e["max_model_len_path"] = vllm_flags.option_source(i, instances[i], common_args, key)
+        entries.append(e)
+    return entries
+
+
+def main_pids(module, names):
+    systemctl = module.get_bin_path("systemctl")
+    pids = {}
+    if not systemctl:
+        return pids
+    for name in names:
+        props, error = systemd.show(module.run_command, "vllm@%s.service" % name, ["MainPID"], systemctl)
+        pids[name] = (systemd.int_prop(props, "MainPID") or 0) if not error else 0
+    return pids
+
+
+def venv_identity(python):
+    """Size and mtime of the venv's vllm dist-info files: changes when pip installs another vLLM."""
+    venv = os.path.dirname(os.path.dirname(python))
+    ident = []
+    for path in sorted(glob.glob(os.path.join(venv, "lib", "python*", "site-packages", "vllm*.dist-info", "*"))):
+        if os.path.basename(path) in ("METADATA", "RECORD"):
+            st = os.stat(path)
+            ident.append([path, st.st_size, st.st_mtime_ns])
+    return ident
+
+
+def cache_key(python, argvs):
+    blob = json.dumps({"python": python, "argvs": argvs, "venv": venv_identity(python),
+                       "parser": hashlib.sha256(vllm_flags.PARSER_CHILD.encode("utf-8")).hexdigest()},
+                      sort_keys=True)
+    return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+
+
+def cache_read(cache_dir, key):
+    path = os.path.join(cache_dir, "parser-%s.json" % key)
+    try:
+        with open(path) as f:
+            out = json.load(f)
+    except (IOError, OSError, ValueError):
+        return None
+    return out if isinstance(out, dict) and "results" in out else None
+
+
+def cache_write(cache_dir, key, out):
+    """Store a passing parse (mode 0600 in a 0700 directory) and drop older keys."""
+    try:
+        if not os.path.isdir(cache_dir):
+            os.makedirs(cache_dir, 0o700)
+        path = os.path.join(cache_dir, "parser-%s.json" % key)
+        tmp = path + ".tmp"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as f:
+            json.dump(out, f)
+        os.rename(tmp, path)
+        for old in glob.glob(os.path.join(cache_dir, "parser-*.json")):
+            if old != path:
+                os.unlink(old)
+    except (IOError, OSError):
+        return False
+    return True
+
+
+def run_parser(module, python, argvs, timeout):
+    cmd = [python, "-c", vllm_flags.PARSER_CHILD]
+    timeout_bin = module.get_bin_path("timeout")
+    if timeout_bin:
+        cmd = [timeout_bin, str(timeout)] + cmd
+    rc, out, err = module.run_command(
+        cmd,
+        data=json.dumps({"argvs": argvs}), binary_data=True,
+        environ_update=vllm_flags.parser_child_env({}))
+    result = vllm_flags.parse_child_output(out)
+    if result is None:
+        tail = (err or out or "")[-2000:]
+        return None, "the parser child (%s) gave no result (rc=%s): %s" % (python, rc, tail)
+    if result.get("import_error"):
+        return None, "vLLM cannot be imported by %s: %s" % (python, result["import_error"])
+    return result, None
+
+
+class ArgsCheck(object):
+    """Run the checks with ``module`` (an AnsibleModule: run_command, get_bin_path, check_mode)."""
+
+    def __init__(self, module):
+        self.module = module
+
+    def run(self, p):
+        """The result dict; ``problems`` lists every problem, ``msg`` says them when there are any."""
+        module = self.module
+        instances = p["instances"]
+        common_args = p["common_args"] or {}
+        device = p["device"]
+        if device == "auto":
+            device = "cuda" if (p["gpu_count"] or os.path.exists("/dev/nvidiactl")) else "cpu"
+
+        problems = []
+        for i, inst in enumerate(instances):
+            for key in ("name", "model"):
+                if not inst.get(key):
+                    problems.append(vllm_flags.problem("vllm_instances[%d].%s" % (i, key), None, "type",
+                                                       "vllm_instances[%d].%s is required" % (i, key)))
+        gpu_count = p["gpu_count"]
+        if gpu_count is None and device == "cuda":
+            gpu_count = count_gpus()
+        problems += vllm_flags.check_fictional(instances, common_args, p["common_env"], device)
+        problems += vllm_flags.check_ranges(instances, common_args, gpu_count, device,
+                                            p["default_gpu_memory_utilization"])
+
+        missing_models = []
+        if p["view"] is not None:
+            model_problems, missing_models = vllm_model_check.check_models(
+                model_entries(p["view"], instances, common_args), p["service_user"], p["service_group"],
+                p["protect_home"], p["generated_models"], p["fail_on_missing_model"])
+            problems += [vllm_flags.problem("vllm_instances", None, "model", m) for m in model_problems]
+
+        if p["check_ports"]:
+            ss = module.get_bin_path("ss")
+            if ss:
+                rc, out, dummy = module.run_command([ss, "-Hltnp"])
+                if rc == 0:
+                    listeners = vllm_flags.parse_ss_listeners(out)
+                    pids = main_pids(module, [i.get("name") for i in instances if i.get("name")])
+                    problems += vllm_flags.check_ports(instances, listeners, vllm_flags.unit_of_pid, pids)
+
+        result = dict(parser_checked=False, missing_models=missing_models)
+        valid = [i for i, inst in enumerate(instances) if inst.get("model") and inst.get("name")]
+        result["argv"] = dict((instances[i]["name"], vllm_args.instance_argv(instances[i], p["python"], common_args))
+                              for i in valid)
+
+        if not p["parser"]:
+            result["parser_skipped_reason"] = "parser=false"
+        elif not (os.path.isfile(p["python"]) and os.access(p["python"], os.X_OK)):
+            result["parser_skipped_reason"] = "%s does not exist yet (vLLM not installed)" % p["python"]
+            if p["require_parser"]:
+                problems.append(vllm_flags.problem("python", None, "parser", result["parser_skipped_reason"]))
+        elif valid:
+            argvs = [vllm_flags.parser_argv(instances[i], common_args) for i in valid]
+            key = cache_key(p["python"], argvs) if p["cache_dir"] else None
+            out = cache_read(p["cache_dir"], key) if key else None
+            err = None
+            result["parser_cached"] = out is not None
+            if out is None:
+                out, err = run_parser(module, p["python"], argvs, p["timeout"])
+            if err:
+                # A venv that cannot import vLLM (broken or half-installed) is an
+                # install problem: the install phase repairs it and the role runs
+                # this check again with require_parser=true afterwards.
+                result["parser_skipped_reason"] = err
+                if p["require_parser"]:
+                    problems.append(vllm_flags.problem("python", None, "parser", err))
+            else:
+                result["parser_checked"] = True
+                result["vllm_version"] = out.get("vllm_version")
+                result["elapsed"] = out.get("elapsed")
+                fmaps = [vllm_flags.flag_map(i, instances[i], common_args) for i in valid]
+                parser_problems = vllm_flags.parser_problems(out["results"], fmaps, valid)
+                problems += parser_problems
+                if key and not parser_problems and not result["parser_cached"] and not module.check_mode:
+                    cache_write(p["cache_dir"], key, out)
+
+        result["problems"] = problems
+        if problems:
+            result["msg"] = FAIL_MSG % vllm_flags.format_problems(problems)
+        return result

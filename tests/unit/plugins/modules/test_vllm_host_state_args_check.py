@@ -1,0 +1,68 @@
+# -*- coding: utf-8 -*-
+"""Run the real vllm_host_state module (through ansible) with option args_check: the
+vllm_args_check checks in the host read's module run, problems returned as data."""
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))
+ANSIBLE = shutil.which("ansible") or os.path.join(os.path.dirname(sys.executable), "ansible")
+
+pytestmark = pytest.mark.skipif(not os.path.exists(ANSIBLE), reason="ansible not installed")
+
+TINY = {"architectures": ["LlamaForCausalLM"], "hidden_size": 128, "num_hidden_layers": 2,
+        "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 2048,
+        "max_position_embeddings": 1024}
+
+
+def run_module(args):
+    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"), ANSIBLE_LOAD_CALLBACK_PLUGINS="1",
+               ANSIBLE_STDOUT_CALLBACK="ansible.builtin.json", ANSIBLE_PYTHON_INTERPRETER=sys.executable)
+    out = subprocess.run([ANSIBLE, "localhost", "-i", "localhost,", "-c", "local", "-m", "llmops.serving.vllm_host_state",
+                          "-a", json.dumps(args), "--check"], cwd=ROOT, env=env, capture_output=True, text=True,
+                         timeout=120, check=False)
+    return json.loads(out.stdout)["plays"][0]["tasks"][0]["hosts"]["localhost"]
+
+
+def _check(tmp_path, **instance):
+    model = tmp_path / "tiny"
+    model.mkdir(exist_ok=True)
+    (model / "config.json").write_text(json.dumps(TINY))
+    inst = dict({"name": "a", "model": str(model), "port": 18931}, **instance)
+    view = [{"name": "a", "model": str(model), "env": {}, "unit": "vllm@a.service", "state_dir": str(tmp_path / "state"),
+             "max_model_len": (instance.get("args") or {}).get("max_model_len")}]
+    return run_module({"files": [str(model)], "args_check": {
+        "instances": [inst], "python": str(tmp_path / "no-venv" / "bin" / "python"), "device": "cpu",
+        "view": view, "service_user": "root", "service_group": "root", "protect_home": "false",
+        "check_ports": False}})
+
+
+def test_clean_instance_reads_state_and_passes(tmp_path):
+    res = _check(tmp_path)
+    assert not res.get("failed"), res
+    assert res["files"][str(tmp_path / "tiny")]["isdir"] is True
+    assert res["args_check"]["problems"] == []
+    assert "msg" not in res["args_check"]
+    assert res["args_check"]["parser_checked"] is False  # no venv here: skipped, said why
+    assert "does not exist yet" in res["args_check"]["parser_skipped_reason"]
+
+
+def test_problems_are_data_not_a_failure(tmp_path):
+    res = _check(tmp_path, args={"swap_space": 4, "max_model_len": 4096})
+    assert not res.get("failed"), res  # the role's next task fails on them, visible under no_log
+    paths = [p["path"] for p in res["args_check"]["problems"]]
+    assert "vllm_instances[0].args.swap_space" in paths
+    msg = res["args_check"]["msg"]
+    assert msg.startswith("vLLM options are invalid (nothing was changed)")
+    # the model check, on the host: max_position_embeddings of the model's config.json
+    assert "vllm_instances[0].args.max_model_len = 4096 is above" in msg and "(max_position_embeddings 1024 in " in msg
+
+
+def test_invalid_args_check_options_fail_naming_them(tmp_path):
+    res = run_module({"args_check": {"instances": [], "python": "/x", "device": "tpu"}})
+    assert res.get("failed") is True
+    assert "args_check" in res["msg"] and "device" in res["msg"]
