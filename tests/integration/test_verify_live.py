@@ -20,6 +20,7 @@ import time
 import urllib.request
 
 import pytest
+from bare_vllm import warm_up  # noqa: E402  pylint: disable=wrong-import-position
 from ports import free_port  # noqa: E402  pylint: disable=wrong-import-position
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
@@ -67,6 +68,7 @@ def server(tmp_path_factory, tiny_model):
             os.killpg(proc.pid, signal.SIGKILL)
             pytest.fail("vLLM did not start, see %s" % (d / "server.log"))
         time.sleep(2)
+    warm_up(VLLM_PYTHON, "http://127.0.0.1:%d" % port, api_key=API_KEY)
     yield "http://127.0.0.1:%d" % port
     os.killpg(proc.pid, signal.SIGTERM)
     try:
