@@ -14,16 +14,35 @@ export PATH="$PWD/.venv/bin:$PATH"
 # default run: CI's 60 min have no room for it yet. Run it with
 # scripts/molecule-all.sh ray.
 long=" ${LLMOPS_MOLECULE_LONG-ray} "
-if [ $# -gt 0 ]; then scenarios=("$@"); else
+# --queue FILE: take scenarios one at a time from FILE (one name per line,
+# shared with other lanes; flock), until it is empty. scripts/test.sh gives
+# both of its lanes the same queue, so they balance on any machine.
+queue=""
+if [ "${1:-}" = "--queue" ]; then queue=${2:?usage: molecule-all.sh --queue FILE}; shift 2; fi
+pop() {
+  # shellcheck disable=SC2016 # the inner script's own variables
+  flock "$queue.lock" bash -c 'f=$1; s=$(head -n 1 "$f"); [ -n "$s" ] || exit 1; sed -i 1d "$f"; echo "$s"' _ "$queue"
+}
+list=""
+if [ "${1:-}" = "--list" ]; then list=1; shift; fi
+if [ -n "$queue" ]; then scenarios=("$@")
+elif [ $# -gt 0 ] && [ -z "$list" ]; then scenarios=("$@"); else
   mapfile -t scenarios < <(printf '%s\n' molecule/*/molecule.yml | xargs -n1 dirname | xargs -n1 basename | sort \
     | while read -r s; do case "$long" in *" $s "*) ;; *) echo "$s";; esac; done)
 fi
+# --list: print the default scenarios (all but LLMOPS_MOLECULE_LONG), one per line.
+if [ -n "$list" ]; then printf '%s\n' "${scenarios[@]}"; exit 0; fi
 fail=0; summary=()
-for s in "${scenarios[@]}"; do
+run_one() {
+  local s=$1 t0 r
   t0=$(date +%s)
   echo "=== molecule test -s $s"
   if molecule test -s "$s"; then r=passed; else r=failed; fail=1; fi
   summary+=("$s: $r in $(( $(date +%s) - t0 )) s")
-done
+}
+for s in "${scenarios[@]}"; do run_one "$s"; done
+if [ -n "$queue" ]; then
+  while s=$(pop); do run_one "$s"; done
+fi
 printf 'molecule: %s\n' "${summary[@]}"
 exit $fail

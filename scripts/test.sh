@@ -63,13 +63,24 @@ wait "${bg_pid[unit]}"; unit_rc=$?
 unit_took=$(( $(date +%s) - bg_t0[unit] ))
 # Molecule in two lanes: the multi-node fleet scenario (drift: four nodes, most
 # of its time in ansible-playbook runs and restarts under paced load, about one
-# core) in the background, beside the live suites and the one-node scenarios in
-# the foreground. LLMOPS_MOLECULE_SCENARIOS (space-separated) runs just those,
-# in one lane; LLMOPS_MOLECULE_FLEET="" runs every scenario in the foreground.
+# core) in the background, beside the live suites in the foreground; then each
+# lane takes the one-node scenarios from a shared queue.
+# LLMOPS_MOLECULE_SCENARIOS (space-separated) runs just those, in one lane;
+# LLMOPS_MOLECULE_FLEET="" runs every scenario in the foreground.
+# The other scenarios wait in one queue that both lanes take from once they
+# are free (the fleet lane after drift, this lane after the live suites),
+# longest first (LLMOPS_MOLECULE_ORDER; names it does not list go last): the
+# lanes balance on a faster or a slower machine alike.
 fleet=${LLMOPS_MOLECULE_FLEET-drift}
 [ -n "${LLMOPS_MOLECULE_SCENARIOS:-}" ] && fleet=""
+queue=$PWD/reports/test/molecule-queue
 if [ -n "$fleet" ]; then
-  stage_bg molecule-fleet scripts/molecule-all.sh "$fleet"
+  order=" ${LLMOPS_MOLECULE_ORDER-vllm_service vllm_production flash_attn gpu_preflight} "
+  mapfile -t rest < <(LLMOPS_MOLECULE_LONG="${LLMOPS_MOLECULE_LONG-ray} $fleet" scripts/molecule-all.sh --list)
+  { for s in $order; do case " ${rest[*]} " in *" $s "*) echo "$s";; esac; done
+    for s in "${rest[@]}"; do case "$order" in *" $s "*) ;; *) echo "$s";; esac; done; } > "$queue"
+  # shellcheck disable=SC2086 # a space-separated list of scenario names
+  stage_bg molecule-fleet scripts/molecule-all.sh --queue "$queue" $fleet
 fi
 if [ -z "${LLMOPS_SKIP_LIVE:-}" ]; then
   stage live-modules env VLLM_TEST_PYTHON="$vllm_python" pytest -q -p no:cacheprovider -m vllm_live \
@@ -80,8 +91,12 @@ if [ -z "${LLMOPS_SKIP_LIVE:-}" ]; then
     pytest -q -p no:cacheprovider tests/integration/test_verify_live.py -k evalscope
   stage gpustack tests/integration/gpustack/run.sh
 fi
-# shellcheck disable=SC2086 # a space-separated list of scenario names
-stage molecule env LLMOPS_MOLECULE_LONG="${LLMOPS_MOLECULE_LONG-ray} $fleet" scripts/molecule-all.sh ${LLMOPS_MOLECULE_SCENARIOS:-}
+if [ -n "$fleet" ]; then
+  stage molecule scripts/molecule-all.sh --queue "$queue"
+else
+  # shellcheck disable=SC2086 # a space-separated list of scenario names
+  stage molecule env LLMOPS_MOLECULE_LONG="${LLMOPS_MOLECULE_LONG-ray}" scripts/molecule-all.sh ${LLMOPS_MOLECULE_SCENARIOS:-}
+fi
 [ -n "$fleet" ] && stage_wait molecule-fleet
 if [ $unit_rc -eq 0 ]; then results+=("unit: ok ($unit_took s, in the background)")
 else results+=("unit: FAILED ($unit_took s, in the background)"); fi
