@@ -9,4 +9,3 @@ import collection_path  # noqa: E402,F401  pylint: disable=wrong-import-position
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "vllm_live: starts a real vLLM server (needs VLLM_TEST_PYTHON)")
-

@@ -37,5 +37,5 @@ def test_preflight_checks_gcs_and_every_nodes_raylet_and_object_manager_ports(tm
         ("head", "10.0.0.1", 6380, ("w1", "w2")), ("head", "10.0.0.1", 6381, ("w1", "w2")),
         ("w1", "10.0.0.2", 16390, ("head", "w2")), ("w1", "10.0.0.2", 16391, ("head", "w2")),
         ("w2", "10.0.0.3", 6380, ("head", "w1")), ("w2", "10.0.0.3", 6381, ("head", "w1"))])
-    assert {c["what"] for c in checks} >= {"the Ray node manager (raylet), ray_node_manager_port",
-                                          "the Ray object manager, ray_object_manager_port"}
+    assert {c["what"] for c in checks} >= {
+        "the Ray node manager (raylet), ray_node_manager_port", "the Ray object manager, ray_object_manager_port"}
