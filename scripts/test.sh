@@ -75,10 +75,12 @@ fleet=${LLMOPS_MOLECULE_FLEET-drift}
 [ -n "${LLMOPS_MOLECULE_SCENARIOS:-}" ] && fleet=""
 queue=$PWD/reports/test/molecule-queue
 if [ -n "$fleet" ]; then
-  order=" ${LLMOPS_MOLECULE_ORDER-vllm_service vllm_production flash_attn gpu_preflight} "
-  mapfile -t rest < <(LLMOPS_MOLECULE_LONG="${LLMOPS_MOLECULE_LONG-ray} $fleet" scripts/molecule-all.sh --list)
+  order=" ${LLMOPS_MOLECULE_ORDER-ray vllm_service vllm_production flash_attn gpu_preflight} "
+  listed=$(LLMOPS_MOLECULE_LONG="${LLMOPS_MOLECULE_LONG-ray} $fleet" scripts/molecule-all.sh --list) || {
+    echo "molecule-all.sh --list failed: no one-node scenario would run" >&2; fail=1; }
+  mapfile -t rest < <(printf '%s\n' "$listed" | grep -v '^$')
   { for s in $order; do case " ${rest[*]} " in *" $s "*) echo "$s";; esac; done
-    for s in "${rest[@]}"; do case "$order" in *" $s "*) ;; *) echo "$s";; esac; done; } > "$queue"
+    for s in "${rest[@]}"; do case "$order" in *" $s "*) ;; *) echo "$s";; esac; done; } | awk 'NF && !seen[$0]++' > "$queue"
   # shellcheck disable=SC2086 # a space-separated list of scenario names
   stage_bg molecule-fleet scripts/molecule-all.sh --queue "$queue" $fleet
 fi

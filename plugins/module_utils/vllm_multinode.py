@@ -275,7 +275,7 @@ def membership(expected, status):
 def spanning(view):
     """The entries of ``view`` (a vllm_view) that span hosts: those with ``nodes``
     (the rule, written once; filter llmops.serving.vllm_spanning_instances)."""
-    return [v for v in view or [] if v.get("nodes")]
+    return [v for v in view or [] if is_multinode(v)]
 
 
 def port_checks(view):

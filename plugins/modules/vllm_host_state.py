@@ -91,7 +91,8 @@ options:
         runs in this module run too (the vllm_service role's preflight check and its host read are one round trip),
         and its result is RV(args_check).
       - Its problems are returned as data (RV(args_check.problems), RV(args_check.msg)), not failed on - the caller
-        decides (the role fails on them in its next task, before any change). Invalid options fail the module.
+        decides (the role fails on them in its next task, before any change). Invalid options of O(args_check), and
+        an error of the check itself, are returned the same way.
     type: dict
 seealso:
   - module: llmops.serving.file_set
@@ -223,11 +224,24 @@ def main():
 
     result = HostState(run).read(params)
     if module.params["args_check"] is not None:
-        checked = ArgumentSpecValidator(ARGS_CHECK_SPEC).validate(module.params["args_check"])
-        if checked.error_messages:
-            module.fail_json(msg="args_check: %s" % "; ".join(checked.error_messages))
-        result["args_check"] = ArgsCheck(module).run(checked.validated_parameters)
+        result["args_check"] = args_check(module, module.params["args_check"])
     module.exit_json(changed=False, **result)
+
+
+def args_check(module, options):
+    """The check's result; invalid options and an error of the check itself are problems
+    too (data, not a module failure: the role shows them in a task that is not no_log,
+    while this module's result is hidden when an instance has a secret)."""
+    checked = ArgumentSpecValidator(ARGS_CHECK_SPEC).validate(options)
+    if checked.error_messages:
+        why = "args_check: %s" % "; ".join(checked.error_messages)
+    else:
+        try:
+            return ArgsCheck(module).run(checked.validated_parameters)
+        except Exception as e:  # pylint: disable=broad-except
+            why = "the vLLM options check failed: %s: %s" % (type(e).__name__, e)
+    return dict(parser_checked=False, missing_models=[], argv={}, msg=why,
+                problems=[dict(path="args_check", option=None, kind="type", msg=why)])
 
 
 if __name__ == "__main__":

