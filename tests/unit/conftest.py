@@ -32,6 +32,20 @@ def ansible_env():
     return env
 
 
+def run_module_check(module, args):
+    """Run a collection module on localhost through the `ansible` CLI in check mode
+    (its own interpreter: this Python) and return its result (json callback)."""
+    import json  # pylint: disable=import-outside-toplevel
+    import subprocess  # pylint: disable=import-outside-toplevel
+    env = dict(ansible_env(), ANSIBLE_LOAD_CALLBACK_PLUGINS="1", ANSIBLE_STDOUT_CALLBACK="ansible.builtin.json",
+               ANSIBLE_PYTHON_INTERPRETER=sys.executable)
+    out = subprocess.run([ansible_tool("ansible"), "localhost", "-i", "localhost,", "-c", "local", "-m",
+                          "llmops.serving." + module, "-a", json.dumps(args), "--check"], cwd=ROOT, env=env,
+                         capture_output=True, text=True, timeout=120, check=False)
+    assert out.stdout.strip(), out.stderr[-2000:]
+    return json.loads(out.stdout)["plays"][0]["tasks"][0]["hosts"]["localhost"]
+
+
 class _SpecCaptured(Exception):
     pass
 

@@ -92,18 +92,7 @@ def _readiness_names(tmp_path, **extra):
     variables = dict({"vllm_view": view, "_vllm_state": {"units": units}, "_vllm_restart_list": ["c"],
                       "vllm_service_enabled": True, "vllm_service_state": "started",
                       "vllm_readiness_check_unchanged": False}, **extra)
-    play = [{"hosts": "localhost", "gather_facts": False,
-             "vars_files": [os.path.join(ROOT, "roles", "vllm_service", "vars", "main.yml")],
-             "tasks": [{"ansible.builtin.debug": {"msg": "{{ _vllm_readiness_instances | map(attribute='name') | list }}"}}]}]
-    (tmp_path / "play.yml").write_text(yaml.safe_dump(play))
-    (tmp_path / "vars.json").write_text(json.dumps(variables))
-    env = dict(ansible_env(), ANSIBLE_STDOUT_CALLBACK="ansible.posix.json")
-    proc = subprocess.run([ansible_tool("ansible-playbook"), "-i", "localhost,", "-c", "local",
-                           "-e", "@" + str(tmp_path / "vars.json"), str(tmp_path / "play.yml")],
-                          capture_output=True, text=True, env=env, timeout=120, check=False)
-    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
-    out = json.loads(proc.stdout[proc.stdout.index("{"):])
-    return out["plays"][0]["tasks"][0]["hosts"]["localhost"]["msg"]
+    return _render(tmp_path, "{{ _vllm_readiness_instances | map(attribute='name') | list }}", variables)
 
 
 def test_readiness_waits_for_what_this_run_started_or_found_not_active(tmp_path):

@@ -2,17 +2,8 @@
 """Run the real vllm_host_state module (through ansible) with option args_check: the
 vllm_args_check checks in the host read's module run, problems returned as data."""
 import json
-import os
-import shutil
-import subprocess
-import sys
 
-import pytest
-
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))
-ANSIBLE = shutil.which("ansible") or os.path.join(os.path.dirname(sys.executable), "ansible")
-
-pytestmark = pytest.mark.skipif(not os.path.exists(ANSIBLE), reason="ansible not installed")
+from conftest import run_module_check
 
 TINY = {"architectures": ["LlamaForCausalLM"], "hidden_size": 128, "num_hidden_layers": 2,
         "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 2048,
@@ -20,12 +11,7 @@ TINY = {"architectures": ["LlamaForCausalLM"], "hidden_size": 128, "num_hidden_l
 
 
 def run_module(args):
-    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"), ANSIBLE_LOAD_CALLBACK_PLUGINS="1",
-               ANSIBLE_STDOUT_CALLBACK="ansible.builtin.json", ANSIBLE_PYTHON_INTERPRETER=sys.executable)
-    out = subprocess.run([ANSIBLE, "localhost", "-i", "localhost,", "-c", "local", "-m", "llmops.serving.vllm_host_state",
-                          "-a", json.dumps(args), "--check"], cwd=ROOT, env=env, capture_output=True, text=True,
-                         timeout=120, check=False)
-    return json.loads(out.stdout)["plays"][0]["tasks"][0]["hosts"]["localhost"]
+    return run_module_check("vllm_host_state", args)
 
 
 def _check(tmp_path, **instance):

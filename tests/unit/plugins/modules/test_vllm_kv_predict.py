@@ -2,17 +2,12 @@
 """Run the real vllm_kv_predict module (through ansible) on model folders written here."""
 import json
 import os
-import shutil
-import subprocess
-import sys
 
 import pytest
 
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))
-ANSIBLE = shutil.which("ansible") or os.path.join(os.path.dirname(sys.executable), "ansible")
-FIX = os.path.join(ROOT, "tests", "fixtures", "nvidia-smi", "h200-run-2026-11-30")
+from conftest import ROOT, run_module_check
 
-pytestmark = pytest.mark.skipif(not os.path.exists(ANSIBLE), reason="ansible not installed")
+FIX = os.path.join(ROOT, "tests", "fixtures", "nvidia-smi", "h200-run-2026-11-30")
 
 TINY = {"architectures": ["LlamaForCausalLM"], "hidden_size": 128, "intermediate_size": 256, "num_hidden_layers": 2,
         "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 2048, "max_position_embeddings": 2048,
@@ -20,13 +15,8 @@ TINY = {"architectures": ["LlamaForCausalLM"], "hidden_size": 128, "intermediate
 
 
 def run_module(args):
-    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"), ANSIBLE_LOAD_CALLBACK_PLUGINS="1",
-               ANSIBLE_STDOUT_CALLBACK="ansible.builtin.json", ANSIBLE_PYTHON_INTERPRETER=sys.executable)
-    out = subprocess.run([ANSIBLE, "localhost", "-i", "localhost,", "-c", "local", "-m", "llmops.serving.vllm_kv_predict",
-                          "-a", json.dumps(args), "--check"], cwd=ROOT, env=env, capture_output=True, text=True,
-                         timeout=120, check=False)
-    assert out.returncode == 0, out.stdout + out.stderr
-    res = json.loads(out.stdout)["plays"][0]["tasks"][0]["hosts"]["localhost"]
+    res = run_module_check("vllm_kv_predict", args)
+    assert not res.get("failed"), res
     assert res["changed"] is False
     return res
 
