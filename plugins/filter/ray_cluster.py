@@ -43,6 +43,21 @@ def vllm_spanning_instances(view):
     return vllm_multinode.spanning(view)
 
 
+def vllm_serving_instances(view):
+    """vllm_view -> its entries that serve the HTTP API (all but headless parts)."""
+    if view is not None and not isinstance(view, list):
+        raise AnsibleFilterError("vllm_serving_instances expects a vllm_view (a list), got %s" % type(view).__name__)
+    return vllm_multinode.serving(view)
+
+
+def vllm_spanning_restarts(view, changed_by_node):
+    """vllm_view + {node: [changed instance names]} -> the spanning instances to restart on this node."""
+    if not isinstance(changed_by_node, dict):
+        raise AnsibleFilterError("vllm_spanning_restarts expects {node: [instance names]}, got %s"
+                                 % type(changed_by_node).__name__)
+    return vllm_multinode.spanning_restarts(view, changed_by_node)
+
+
 def vllm_port_checks(view):
     """vllm_view -> the ports the nodes of its spanning instances must reach."""
     return vllm_multinode.port_checks(view)
@@ -78,4 +93,6 @@ class FilterModule(object):
         return {"ray_membership": ray_membership, "vllm_nodes_compare": vllm_nodes_compare,
                 "vllm_port_checks": vllm_port_checks, "vllm_port_listen_args": vllm_port_listen_args,
                 "vllm_port_problems": vllm_port_problems, "vllm_batch_problems": vllm_batch_problems,
-                "vllm_spanning_instances": vllm_spanning_instances}
+                "vllm_spanning_instances": vllm_spanning_instances,
+                "vllm_serving_instances": vllm_serving_instances,
+                "vllm_spanning_restarts": vllm_spanning_restarts}

@@ -29,6 +29,8 @@ __metaclass__ = type
 import hashlib
 import re
 
+from ansible_collections.llmops.serving.plugins.module_utils import vllm_multinode
+
 WILDCARDS = ("0.0.0.0", "::", "")
 LOOPBACKS = ("127.0.0.1", "::1", "localhost")
 _NAME_BAD = re.compile(r"[^A-Za-z0-9_.-]")
@@ -85,10 +87,11 @@ def _address(host, view, settings):
 
 
 def _index(views):
-    """{"HOST/INSTANCE": (host, view)} of every instance."""
+    """{"HOST/INSTANCE": (host, view)} of every instance that serves the API
+    (the headless parts of spanning instances have none: their head serves it)."""
     out = {}
     for host in sorted(views or {}):
-        for view in views[host] or []:
+        for view in vllm_multinode.serving(views[host]):
             out["%s/%s" % (host, view["name"])] = (host, view)
     return out
 

@@ -278,6 +278,27 @@ def spanning(view):
     return [v for v in view or [] if is_multinode(v)]
 
 
+def serving(view):
+    """The entries of ``view`` that serve the HTTP API: all but the headless
+    parts of spanning instances (their node runs ranks only; the head serves
+    the API). The gateway's backends, the monitoring targets and probes, the
+    readiness gate and the fleet report's probes take these."""
+    return [v for v in view or [] if v.get("serves_http", True)]
+
+
+def spanning_restarts(view, changed_by_node):
+    """The names of ``view``'s spanning instances that restart on this node
+    because their part changed on any of their nodes: one part cannot restart
+    alone (the ranks form one group; when a rank goes, the head's engine dies
+    with it and waits for every rank again). ``changed_by_node``: {node: [names
+    of the instances whose unit, command line, environment or venv changed
+    there]}; a node not in the play is absent. Every node of an instance
+    computes the same answer, so its parts restart in the same task."""
+    changed = changed_by_node or {}
+    return [v["name"] for v in spanning(view)
+            if any(v["name"] in (changed.get(n) or []) for n in v["nodes"])]
+
+
 def port_checks(view):
     """The TCP ports that the nodes of each spanning native instance of
     ``view`` (vllm_view of this host) need between them: the head's

@@ -37,7 +37,8 @@ options:
       - The instances, as the instance view gives them. Read per instance are C(name), C(url), C(unit),
         C(served_name), C(has_api_key), C(env_path), and for the prediction C(model),
         C(max_model_len), C(gpus), C(gpu_memory_utilization), C(tensor_parallel_size),
-        C(pipeline_parallel_size) and C(args).
+        C(pipeline_parallel_size) and C(args); for an instance that spans hosts C(serves_http), C(node_rank)
+        and C(nodes).
     type: list
     elements: dict
     required: true
@@ -116,7 +117,11 @@ instances:
       description: The instance's name.
       type: str
     health:
-      description: The result of M(llmops.serving.vllm_health) (no wait) for the instance.
+      description:
+        - The result of M(llmops.serving.vllm_health) (no wait) for the instance.
+        - "For the headless part of an instance that spans hosts (C(serves_http=false): ranks only, no HTTP on this
+          node) the unit's state only: C(state) is C(headless) (unit active), C(starting) or C(dead), C(reason)
+          names the rank and the head; C(kv) is empty and the warmup skipped."
       type: dict
     kv:
       description: The result of M(llmops.serving.vllm_kv_cache_info) for the instance.
@@ -140,11 +145,11 @@ from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.llmops.serving.plugins.module_utils.kv_predict import PREDICT_DEFAULTS, KvPredictor
 from ansible_collections.llmops.serving.plugins.module_utils.vllm_client import (
-    VllmClient, env_file_api_key, require_libs)
+    VllmClient, env_file_api_key, require_libs, unit_state)
 from ansible_collections.llmops.serving.plugins.module_utils.vllm_kv_read import read_kv_cache
 from ansible_collections.llmops.serving.plugins.module_utils.vllm_metrics import (
     HAS_PROMETHEUS_CLIENT, PROMETHEUS_CLIENT_IMPORT_ERROR)
-from ansible_collections.llmops.serving.plugins.module_utils.vllm_probe import PROBE_DEFAULTS, probe
+from ansible_collections.llmops.serving.plugins.module_utils.vllm_probe import PROBE_DEFAULTS, probe, restart_fields
 from ansible_collections.llmops.serving.plugins.module_utils.vllm_warmup import (
     HAS_REQUESTS, REQUESTS_IMPORT_ERROR, WarmupError, run_warmup)
 
@@ -176,7 +181,26 @@ class InstanceReport(object):
         result.pop("requests", None)
         return result
 
+    def headless(self, inst):
+        """The headless part of a spanning instance (C(serves_http) false): ranks only, no HTTP on this
+        node; its state is its unit's (the head's row names the instance's state)."""
+        unit = unit_state(inst.get("unit"), runner=self.module.run_command)
+        active = unit.get("active_state") if unit.get("known") else None
+        state = {"active": "headless", "activating": "starting", "reloading": "starting"}.get(active, "dead")
+        params = dict(PROBE_DEFAULTS, unit=inst.get("unit"))
+        health = {"url": None, "state": state, "ready": False, "version": None, "model": inst.get("served_name"),
+                  "max_model_len": None, "unit": unit, "changed": False,
+                  "reason": "rank %s of instance %s (nodes %s): no HTTP API on this node, the head %s serves it; "
+                            "unit %s is %s" % (inst.get("node_rank"), inst.get("name"),
+                                               ", ".join(inst.get("nodes") or []), (inst.get("nodes") or ["?"])[0],
+                                               inst.get("unit"), active or "unknown")}
+        health["restarts"], health["watchdog"] = restart_fields(params, unit)
+        return {"name": inst.get("name"), "health": health, "kv": {"source": "none", "models": {}, "engines": []},
+                "predicted": None, "warmup": {"skipped": True, "reason": "headless part: no HTTP on this node"}}
+
     def one(self, inst, predicted):
+        if inst.get("serves_http") is False:
+            return self.headless(inst)
         key = self.api_key(inst)
         client = VllmClient(inst["url"], api_key=key, timeout=self.p["timeout"],
                             validate_certs=self.p["validate_certs"])
@@ -192,7 +216,7 @@ class InstanceReport(object):
     def run(self):
         insts = self.p["instances"]
         for inst in insts:
-            if not str(inst.get("url", "")).startswith(("http://", "https://")):
+            if inst.get("serves_http") is not False and not str(inst.get("url", "")).startswith(("http://", "https://")):
                 self.module.fail_json(msg="instances[%s].url must start with http:// or https:// (got %r)"
                                       % (inst.get("name"), inst.get("url")))
         prediction = KvPredictor(dict(PREDICT_DEFAULTS, instances=insts, gpus=self.p["gpus"],

@@ -23,6 +23,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 # The view's own address rules (one place: vllm_instance/values.py).
+from ansible_collections.llmops.serving.plugins.module_utils import vllm_multinode
 from ansible_collections.llmops.serving.plugins.module_utils.vllm_instance.values import is_loopback, is_wildcard  # noqa: F401
 
 JOBS = ("vllm", "node", "dcgm", "gpustack", "gateway")
@@ -63,7 +64,7 @@ def gpus_label(gpus):
 
 def vllm_groups(rec):
     groups = []
-    for inst in rec.get("vllm_view") or []:
+    for inst in vllm_multinode.serving(rec.get("vllm_view")):
         for key in ("name", "port"):
             if inst.get(key) in (None, ""):
                 raise TargetError("vllm_view entry on host %s has no %r (a vllm_service instance view field)"
@@ -156,4 +157,5 @@ def fleet_hosts(groups, fleet_groups):
 def probe_config(view):
     """The readiness probe's instance list: contract fields only, no secrets."""
     return [{"name": i["name"], "unit": i.get("unit") or "vllm@%s.service" % i["name"], "url": i["url"],
-             "model": i.get("served_name") or i.get("model"), "env_path": i.get("env_path")} for i in view or []]
+             "model": i.get("served_name") or i.get("model"), "env_path": i.get("env_path")}
+            for i in vllm_multinode.serving(view)]

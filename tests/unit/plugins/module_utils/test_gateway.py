@@ -104,3 +104,11 @@ def test_key_for_an_unknown_model_is_refused():
 def test_server_names_are_haproxy_safe():
     assert gw.server_name("node-1.example", "my inst") == "node-1.example__my_inst"
     assert gw.backend_name("org/model:v1") == "m_org_model_v1"
+
+
+def test_the_headless_part_of_a_spanning_instance_is_no_server():
+    """Its node runs ranks only: the head's instance is the server of the model."""
+    fleet = {"n1": [dict(view(port=8301), nodes=["n1", "n2"], serves_http=True)],
+             "n2": [dict(view(port=8301), nodes=["n1", "n2"], serves_http=False)]}
+    backends = gw.build_backends(fleet, SETTINGS)
+    assert [(s["name"], s["address"]) for s in backends[0]["servers"]] == [("n1__default", "10.0.0.1")]

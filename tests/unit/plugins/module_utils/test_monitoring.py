@@ -261,6 +261,14 @@ def test_probe_config_has_no_secret_fields():
                       "env_path": "/etc/vllm/a.env"}
 
 
+def test_headless_parts_are_neither_targets_nor_probed():
+    """The worker's part of a spanning instance has no API and no /metrics: the head's instance has them."""
+    view = VIEW[:1] + [dict(VIEW[2], nodes=["h", "n1"], serves_http=False)]
+    jobs = flt.monitoring_targets(_hostvars(view), dict(SETTINGS, prometheus_host="n1"))
+    assert [g["labels"]["vllm_instance"] for g in jobs["vllm"]] == ["a"]
+    assert [c["name"] for c in flt.monitoring_probe_config(view)] == ["a"]
+
+
 def test_probe_reads_the_key_as_the_env_template_writes_it(tmp_path):
     env = tmp_path / "a.env"
     env.write_text('# Environment of vllm@a\nHF_HUB_OFFLINE="1"\nVLLM_API_KEY="s3cr\\"et\\\\x"\n')

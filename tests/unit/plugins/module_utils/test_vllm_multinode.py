@@ -265,3 +265,37 @@ def test_spanning_is_the_entries_with_nodes_and_the_filter_checks_its_input():
     assert vllm_spanning_instances(None) == []
     with pytest.raises(AnsibleFilterError, match="expects a vllm_view"):
         vllm_spanning_instances({"name": "two", "nodes": ["h", "w"]})
+
+
+# --- what serves HTTP, and restarts of a spanning instance --------------------------
+
+def test_serving_leaves_out_the_headless_parts():
+    head = V.build_view([inst(), {"name": "solo", "model": "/srv/models/tiny", "port": 8001}], settings())
+    worker = V.build_view([inst(), {"name": "solo", "model": "/srv/models/tiny", "port": 8001}],
+                          settings(inventory_hostname="worker"))
+    assert [v["name"] for v in M.serving(head)] == ["big", "solo"]
+    # the worker's part of `big` is headless: only its single-host instance serves the API there
+    assert [v["name"] for v in M.serving(worker)] == ["solo"]
+    assert M.serving(None) == []
+
+
+def test_a_change_on_any_node_restarts_the_spanning_instance_on_every_node():
+    view = V.build_view([inst(), {"name": "solo", "model": "/srv/models/tiny", "port": 8001}],
+                        settings(inventory_hostname="worker"))
+    # only the worker's env file of `big` changed: the head restarts its part too (and the worker its own)
+    assert M.spanning_restarts(view, {"head": [], "worker": ["big"]}) == ["big"]
+    assert M.spanning_restarts(view, {"head": ["big"], "worker": []}) == ["big"]
+    # a single-host instance's change stays on its host; nothing changed: nothing restarts
+    assert M.spanning_restarts(view, {"head": ["solo"], "worker": []}) == []
+    assert M.spanning_restarts(view, {}) == []
+
+
+def test_the_restart_filters_check_their_input():
+    from ansible.errors import AnsibleFilterError
+    from ansible_collections.llmops.serving.plugins.filter.ray_cluster import (
+        vllm_serving_instances, vllm_spanning_restarts)
+    assert [v["name"] for v in vllm_serving_instances([{"name": "a"}, {"name": "b", "serves_http": False}])] == ["a"]
+    with pytest.raises(AnsibleFilterError, match="expects a vllm_view"):
+        vllm_serving_instances({"name": "a"})
+    with pytest.raises(AnsibleFilterError, match="expects {node: "):
+        vllm_spanning_restarts([], ["big"])
