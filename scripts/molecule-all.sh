@@ -6,14 +6,10 @@ set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 export PATH="$PWD/.venv/bin:$PATH"
 [ -d /opt/wheels ] && export LLMOPS_WHEELS_DIR=${LLMOPS_WHEELS_DIR:-/opt/wheels}
-# Scenarios named in LLMOPS_MOLECULE_LONG (space-separated; default "ray") are
+# Scenarios named in LLMOPS_MOLECULE_LONG (space-separated; default none) are
 # left out of the default run, to shorten a local run:
-#   LLMOPS_MOLECULE_LONG=drift scripts/molecule-all.sh   (drift: 4 nodes, ~12.5 min on 2 cores)
-# `ray` (issue 18: TP=2 across two nodes in native mode, the Ray cluster, the
-# worker's death and recovery) is green (873 s at load 9-13) but out of the
-# default run: CI's 60 min have no room for it yet. Run it with
-# scripts/molecule-all.sh ray.
-long=" ${LLMOPS_MOLECULE_LONG-ray} "
+#   LLMOPS_MOLECULE_LONG="drift ray" scripts/molecule-all.sh   (drift: 4 nodes, ~20 min; ray: 2 nodes, ~5-10 min)
+long=" ${LLMOPS_MOLECULE_LONG-} "
 # --queue FILE: take scenarios one at a time from FILE (one name per line,
 # shared with other lanes; flock), until it is empty. scripts/test.sh gives
 # both of its lanes the same queue, so they balance on any machine.

@@ -76,7 +76,7 @@ fleet=${LLMOPS_MOLECULE_FLEET-drift}
 queue=$PWD/reports/test/molecule-queue
 if [ -n "$fleet" ]; then
   order=" ${LLMOPS_MOLECULE_ORDER-ray vllm_service vllm_production flash_attn gpu_preflight} "
-  listed=$(LLMOPS_MOLECULE_LONG="${LLMOPS_MOLECULE_LONG-ray} $fleet" scripts/molecule-all.sh --list) || {
+  listed=$(LLMOPS_MOLECULE_LONG="${LLMOPS_MOLECULE_LONG-} $fleet" scripts/molecule-all.sh --list) || {
     echo "molecule-all.sh --list failed: no one-node scenario would run" >&2; fail=1; }
   mapfile -t rest < <(printf '%s\n' "$listed" | grep -v '^$')
   { for s in $order; do case " ${rest[*]} " in *" $s "*) echo "$s";; esac; done
@@ -97,7 +97,7 @@ if [ -n "$fleet" ]; then
   stage molecule scripts/molecule-all.sh --queue "$queue"
 else
   # shellcheck disable=SC2086 # a space-separated list of scenario names
-  stage molecule env LLMOPS_MOLECULE_LONG="${LLMOPS_MOLECULE_LONG-ray}" scripts/molecule-all.sh ${LLMOPS_MOLECULE_SCENARIOS:-}
+  stage molecule env LLMOPS_MOLECULE_LONG="${LLMOPS_MOLECULE_LONG-}" scripts/molecule-all.sh ${LLMOPS_MOLECULE_SCENARIOS:-}
 fi
 [ -n "$fleet" ] && stage_wait molecule-fleet
 if [ $unit_rc -eq 0 ]; then results+=("unit: ok ($unit_took s, in the background)")
