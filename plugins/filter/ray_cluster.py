@@ -33,7 +33,10 @@ def vllm_nodes_compare(instance, facts_by_node):
             continue
         facts[node] = {"vllm_version": f.get("vllm_version"), "venv": f.get("venv"),
                        "model": (f.get("models") or {}).get(model) or {}}
-    return vllm_multinode.compare_nodes(instance.get("name"), facts)
+    problems = vllm_multinode.compare_nodes(instance.get("name"), facts)
+    for node in instance.get("nodes") or []:
+        problems += vllm_multinode.interface_problems(instance.get("name"), node, (facts_by_node or {}).get(node) or {})
+    return problems
 
 
 def vllm_spanning_instances(view):

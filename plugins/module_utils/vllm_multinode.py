@@ -158,6 +158,14 @@ def plan(inst, settings):
     env = {}
     if addrs.get(host):
         env["VLLM_HOST_IP"] = addrs[host]
+    iface = settings.get("node_interface")
+    if iface:
+        # gloo (torch.distributed's CPU backend, and vLLM's CPU groups on GPU
+        # nodes too) binds the address the hostname resolves to unless told the
+        # interface; NCCL picks its own unless told (docs/ray_cluster.md).
+        env["GLOO_SOCKET_IFNAME"] = str(iface)
+        if settings.get("device") != "cpu":
+            env["NCCL_SOCKET_IFNAME"] = str(iface)
     return {
         "nodes": nodes,
         "distributed_mode": mode,
@@ -196,6 +204,60 @@ def compare_nodes(instance_name, facts):
                 p.append("instance %s: node %s model file %s is %s but on the head %s it is %s; copy the same "
                          "model to every node" % (instance_name, node, name, _desc(b), ref_node, _desc(a)))
     return p
+
+
+def _in_cidr(address, cidr):
+    import ipaddress  # pylint: disable=import-outside-toplevel
+    try:
+        return ipaddress.ip_address(address) in ipaddress.ip_interface(cidr).network
+    except ValueError:
+        return False
+
+
+def _is_loopback(address):
+    import ipaddress  # pylint: disable=import-outside-toplevel
+    try:
+        return ipaddress.ip_address(address).is_loopback
+    except ValueError:
+        return False
+
+
+def interface_problems(instance_name, node, facts):
+    """Before any change: the interface the ranks of ``node`` talk on.
+    ``facts``: the node's facts with ``address`` (vllm_node_address),
+    ``interface`` (vllm_node_interface, '' when unset), ``interfaces``
+    ({name: [CIDR, ...]} of the node, None when unknown) and
+    ``hostname_address`` (what the node's hostname resolves to, None when it
+    does not). gloo binds the hostname's address unless GLOO_SOCKET_IFNAME
+    names an interface (the role sets it from vllm_node_interface)."""
+    address, iface = facts.get("address") or "", facts.get("interface") or ""
+    interfaces = facts.get("interfaces")
+    if not address or interfaces is None:
+        return []
+    holders = sorted(n for n, cidrs in interfaces.items() if any(_in_cidr(address, c) for c in cidrs or []))
+    if iface:
+        if iface not in interfaces:
+            return ["instance %s: node %s has no interface %s (vllm_node_interface); its interfaces: %s; set the one "
+                    "that holds vllm_node_address %s%s" % (instance_name, node, iface, ", ".join(sorted(interfaces)),
+                                                           address, " (%s)" % ", ".join(holders) if holders else "")]
+        if iface not in holders:
+            return ["instance %s: node %s's interface %s (vllm_node_interface) does not hold vllm_node_address %s "
+                    "(%s has %s)%s" % (instance_name, node, iface, address, iface,
+                                       ", ".join(interfaces[iface]) or "no address",
+                                       "; set vllm_node_interface: %s" % holders[0] if holders
+                                       else "; the address is on none of its interfaces: fix vllm_node_address")]
+        return []
+    seen = facts.get("hostname_address")
+    if _is_loopback(address) or (seen and not _is_loopback(seen)):
+        return []
+    return ["instance %s: node %s's hostname %s, so gloo (torch.distributed) would bind the ranks there and the "
+            "other nodes could not reach them; set vllm_node_interface%s in the host vars of %s (the role then sets "
+            "GLOO_SOCKET_IFNAME%s)" % (instance_name, node,
+                                       ("resolves to the loopback address %s" % seen) if seen
+                                       else "does not resolve (gloo then falls back to the loopback address)",
+                                       ": %s (the interface that holds %s)" % (holders[0], address) if holders
+                                       else " to the interface that holds vllm_node_address %s" % address,
+                                       node, "/NCCL_SOCKET_IFNAME on GPU nodes")]
 
 
 def _desc(entry):

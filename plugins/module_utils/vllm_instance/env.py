@@ -46,13 +46,14 @@ def instance_env(instance, settings):
         env[str(k)] = "" if v is None else str(v)
     multi = vllm_multinode.plan(instance, settings)
     for k, v in (multi["env"] if multi else {}).items():
-        env.setdefault(k, v)  # VLLM_HOST_IP of this node, unless the instance sets it
+        env.setdefault(k, v)  # VLLM_HOST_IP / *_SOCKET_IFNAME of this node, unless the instance sets them
     if env.get("VLLM_CPU_KVCACHE_SPACE") == "":
         # "" = let vLLM size the KV cache from gpu_memory_utilization; vLLM
         # itself fails on an empty value (int(''), measured on 0.32.0).
         del env["VLLM_CPU_KVCACHE_SPACE"]
-    if env.get("TORCH_COMPILE_DISABLE") == "":
-        del env["TORCH_COMPILE_DISABLE"]
+    for key in ("TORCH_COMPILE_DISABLE", "GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME"):
+        if env.get(key) == "":
+            del env[key]  # "" in the instance's env: the variable left out
     return env
 
 

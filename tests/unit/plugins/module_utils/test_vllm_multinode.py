@@ -299,3 +299,71 @@ def test_the_restart_filters_check_their_input():
         vllm_serving_instances({"name": "a"})
     with pytest.raises(AnsibleFilterError, match="expects {node: "):
         vllm_spanning_restarts([], ["big"])
+
+
+# --- the interface the ranks talk on (gloo / NCCL) ------------------------------------
+
+def _node_facts(**kw):
+    """A real capture of node_facts.py (tests/fixtures/ray/node_facts_vm.json): interfaces lo and
+    eth0 (192.0.2.2/24), the hostname resolving to 127.0.0.1; the node's inventory values added."""
+    import json
+    with open(os.path.join(FIXTURES, "node_facts_vm.json")) as f:
+        facts = json.load(f)
+    facts.update(kw)
+    return facts
+
+
+def test_interface_sets_gloo_and_on_gpu_nccl_unless_the_instance_does():
+    cpu = V.build_view([inst()], settings(node_interface="eth1"))[0]
+    assert cpu["env"]["GLOO_SOCKET_IFNAME"] == "eth1" and "NCCL_SOCKET_IFNAME" not in cpu["env"]
+    gpu = V.build_view([inst(args={"pipeline_parallel_size": 2}, gpus=[0])],
+                       settings(node_interface="eth1", device="cuda", gpu_count=1))[0]
+    assert gpu["env"]["GLOO_SOCKET_IFNAME"] == "eth1" and gpu["env"]["NCCL_SOCKET_IFNAME"] == "eth1"
+    own = V.build_view([inst(env={"GLOO_SOCKET_IFNAME": "bond0"})], settings(node_interface="eth1"))[0]
+    assert own["env"]["GLOO_SOCKET_IFNAME"] == "bond0"
+    off = V.build_view([inst(env={"GLOO_SOCKET_IFNAME": ""})], settings(node_interface="eth1"))[0]
+    assert "GLOO_SOCKET_IFNAME" not in off["env"]
+    # unset: nothing (and a single-host instance never gets it)
+    assert "GLOO_SOCKET_IFNAME" not in V.build_view([inst()], settings())[0]["env"]
+    solo = V.build_view([{"name": "solo", "model": "/srv/models/tiny"}], settings(node_interface="eth1"))[0]
+    assert "GLOO_SOCKET_IFNAME" not in solo["env"]
+
+
+def test_a_hostname_on_loopback_fails_before_any_change_naming_the_interface():
+    p = M.interface_problems("big", "worker", _node_facts(address="192.0.2.2", interface=""))
+    assert len(p) == 1 and "node worker's hostname resolves to the loopback address 127.0.0.1" in p[0], p
+    assert "set vllm_node_interface: eth0 (the interface that holds 192.0.2.2)" in p[0], p
+    p = M.interface_problems("big", "worker", _node_facts(address="192.0.2.2", interface="", hostname_address=None))
+    assert "does not resolve" in p[0], p
+    # a hostname on the private address, or an interface that holds it: fine
+    assert M.interface_problems("big", "worker", _node_facts(address="192.0.2.2", interface="",
+                                                             hostname_address="192.0.2.2")) == []
+    assert M.interface_problems("big", "worker", _node_facts(address="192.0.2.2", interface="eth0")) == []
+
+
+def test_an_interface_that_does_not_hold_the_address_is_named():
+    p = M.interface_problems("big", "worker", _node_facts(address="192.0.2.2", interface="lo"))
+    assert "interface lo (vllm_node_interface) does not hold vllm_node_address 192.0.2.2" in p[0], p
+    assert "set vllm_node_interface: eth0" in p[0], p
+    p = M.interface_problems("big", "worker", _node_facts(address="192.0.2.2", interface="eth9"))
+    assert "has no interface eth9" in p[0] and "eth0, lo" in p[0], p
+    p = M.interface_problems("big", "worker", _node_facts(address="198.51.100.7", interface="eth0"))
+    assert "on none of its interfaces: fix vllm_node_address" in p[0], p
+
+
+def test_loopback_node_addresses_need_no_interface_and_unknown_interfaces_are_not_judged():
+    # the test bed: nodes on 127.0.0.2/.3 in one network namespace
+    assert M.interface_problems("tp2", "ray-worker", _node_facts(address="127.0.0.3", interface="")) == []
+    assert M.interface_problems("tp2", "ray-worker", _node_facts(address="127.0.0.3", interface="lo")) == []
+    # no iproute2 on the node: nothing to judge
+    assert M.interface_problems("big", "w", _node_facts(address="192.0.2.2", interface="", interfaces=None)) == []
+
+
+def test_nodes_compare_filter_adds_the_interface_problems():
+    from ansible_collections.llmops.serving.plugins.filter.ray_cluster import vllm_nodes_compare
+    view = V.build_view([inst()], settings())[0]
+    ok = _node_facts(vllm_version="0.32.0", venv="/opt/vllm/venv", models={}, address="192.0.2.2", interface="eth0")
+    assert vllm_nodes_compare(view, {"head": ok, "worker": ok}) == []
+    bad = dict(ok, interface="")
+    p = vllm_nodes_compare(view, {"head": ok, "worker": bad})
+    assert len(p) == 1 and "node worker's hostname resolves" in p[0], p
