@@ -33,7 +33,7 @@ description:
     the download removed and O(dest) unchanged. A stale partial therefore never wedges a host.
   - A broken transfer (connection lost, timeout, an HTTP error, fewer bytes than announced) fails
     and keeps the partial; a re-run, or the task's C(retries), resumes from there.
-  - Idempotent. When O(dest) already has the sha256 O(sha256), nothing is fetched (RV(changed) is
+  - Idempotent. When O(dest) already has the sha256 O(sha256), nothing is fetched (C(changed) is
     false unless O(owner), O(group) or O(mode) differ and are set).
   - Asks for the C(identity) encoding (C(Accept-Encoding)) and never decompresses, so the offsets are those of the file.
 options:

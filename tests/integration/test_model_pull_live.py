@@ -258,7 +258,7 @@ def test_killed_run_resumes(nginx, shard, tmp_path):
                 pass
         proc.wait()
     assert len(victims) > 2, "the module's process was not found under ansible's: %s" % victims
-    for _ in range(100):  # gone (reaped by init once their parents died)
+    for dummy in range(100):  # gone (reaped by init once their parents died)
         if not any(os.path.exists("/proc/%d" % pid) and "zombie" not in _state(pid) for pid in victims):
             break
         time.sleep(0.1)

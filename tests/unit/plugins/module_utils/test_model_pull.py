@@ -102,7 +102,7 @@ def test_a_206_for_another_total_size_restarts_from_zero(tmp_path):
 def test_a_body_cut_short_keeps_the_partial(tmp_path):
     dest = tmp_path / "w.bin"
     cut = Resp(200, DATA[:mp.CHUNK + 5], {"Content-Length": str(len(DATA))})
-    opener, _ = server(cut)
+    opener, dummy = server(cut)
     with pytest.raises(mp.PullError) as e:
         mp.Puller("http://m/w.bin", str(dest), SHA, len(DATA), opener).run()
     assert "ended after %d of %d bytes" % (mp.CHUNK + 5, len(DATA)) in str(e.value)
@@ -117,7 +117,7 @@ def test_a_body_cut_short_keeps_the_partial(tmp_path):
 def test_an_error_status_keeps_the_partial(tmp_path):
     dest = tmp_path / "w.bin"
     (tmp_path / ".w.bin.partial").write_bytes(DATA[:1000])
-    opener, _ = server(HTTPError(503))
+    opener, dummy = server(HTTPError(503))
     with pytest.raises(mp.PullError) as e:
         mp.Puller("http://m/w.bin", str(dest), SHA, len(DATA), opener).run()
     assert e.value.status == 503 and "(1000 bytes) is kept" in str(e.value)
