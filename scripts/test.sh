@@ -57,6 +57,10 @@ stage docs python scripts/gen-plugin-docs.py --check
 stage build bash -c 'ansible-galaxy collection build --force --output-path build/ >/dev/null && ansible-galaxy collection install --force -p build/installed build/llmops-serving-*.tar.gz >/dev/null && ANSIBLE_COLLECTIONS_PATH=build/installed ansible-doc llmops.serving.vllm_health >/dev/null && echo "collection tarball builds, installs and documents"'
 # The tarball with only its declared dependencies, in a venv with ansible-core alone.
 stage install-test scripts/install-test.sh
+# model_pull through the ansible CLI against a real nginx (Range, started by the
+# test on loopback; the test skips when nginx is not installed) and Python's
+# http.server (no Range). About a minute; no vLLM needed.
+stage model-pull pytest -q -p no:cacheprovider tests/integration/test_model_pull_live.py
 stage_wait python-matrix
 # The unit run's output waits until the end (its summary line closes the run).
 wait "${bg_pid[unit]}"; unit_rc=$?

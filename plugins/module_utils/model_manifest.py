@@ -11,7 +11,7 @@ models role's filters:
 - ``compute`` walks a directory, keeps the files matching the allow patterns
   (fnmatch on the relative path) and not matching the ignore patterns, and
   never lists the hub client's bookkeeping (``.cache/``, ``.git/``, ``*.lock``,
-  ``*.incomplete``);
+  ``*.incomplete``) nor model_pull's partial downloads (``.NAME.partial``);
 - ``compare`` checks a directory against a manifest and names each file that
   is missing, of another size, of another sha256, or of another owner, group
   or mode; files the manifest does not list are reported apart (``extra``)
@@ -33,8 +33,9 @@ import re
 import stat
 
 SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
-# Never part of a model: the hub clients' own metadata and partial downloads.
-ALWAYS_IGNORED = (".cache/*", ".git/*", "*.lock", "*.incomplete", ".llmops-manifest.json")
+# Never part of a model: the hub clients' own metadata and partial downloads, and
+# model_pull's (.NAME.partial beside the file, at any depth).
+ALWAYS_IGNORED = (".cache/*", ".git/*", "*.lock", "*.incomplete", ".llmops-manifest.json", ".*.partial", "*/.*.partial")
 SHA256SUMS_LINE = re.compile(r"^([0-9a-fA-F]{64}) [ *](.+)$")
 CHUNK = 1 << 20
 

@@ -253,16 +253,17 @@ def dirs(model_plan):
 def transfers(model_plan, copies):
     """Files to transfer and files to re-own, from the model_manifest checks (one per planned model).
 
-    Returns ``{"content": [{model, path, dest, src | url, sha256, validate_certs}],
-    "attrs": [{model, path, dest}]}``.
+    Returns ``{"content": [{model, path, dest, src | url, sha256, size, validate_certs}],
+    "attrs": [{model, path, dest}]}`` (size: the manifest's, or None when unknown).
     """
     content, attrs = [], []
     for m, res in zip(model_plan, copies):
         dest = m["dest"].rstrip("/")
         moved = set(res.get("transfer") or [])
-        shas = dict((f["path"], f["sha256"]) for f in m["manifest"]["files"])
+        files = dict((f["path"], f) for f in m["manifest"]["files"])
         for path in sorted(moved):
-            item = dict(model=m["name"], path=path, dest="%s/%s" % (dest, path), sha256=shas[path])
+            item = dict(model=m["name"], path=path, dest="%s/%s" % (dest, path), sha256=files[path]["sha256"],
+                        size=files[path].get("size"))
             if m.get("url"):
                 item.update(url=m["url"] + _quote(path), validate_certs=m.get("validate_certs", True))
             else:

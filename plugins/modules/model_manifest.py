@@ -34,7 +34,9 @@ options:
     elements: str
     default: []
   ignore_patterns:
-    description: Shell patterns of files never listed. C(.cache/*), C(.git/*), C(*.lock) and C(*.incomplete) are always ignored.
+    description:
+      - Shell patterns of files never listed. C(.cache/*), C(.git/*), C(*.lock), C(*.incomplete) and the
+        partial downloads of the model_pull module (C(.NAME.partial)) are always ignored.
     type: list
     elements: str
     default: []

@@ -28,6 +28,9 @@ def model(tmp_path):
     # The hub client's bookkeeping and partial downloads are never part of a model.
     _write(tmp_path, ".cache/huggingface/download/model.safetensors.metadata", b"x")
     _write(tmp_path, "model.safetensors.incomplete", b"partial")
+    # model_pull's partial downloads (.NAME.partial beside the file), at the top and below.
+    _write(tmp_path, ".model.safetensors.partial", b"partial")
+    _write(tmp_path, "tokenizer/.tokenizer.json.partial", b"partial")
     return tmp_path, shas
 
 

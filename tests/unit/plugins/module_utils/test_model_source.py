@@ -75,6 +75,7 @@ def test_plan_fails_naming_every_unavailable_model_and_builds_sources():
     moves = ms.transfers(plan, copies)
     assert moves["content"][0]["src"] == "/cache/snap/abc/sub/w 1.bin"
     assert moves["content"][1]["url"] == "http://m/b/x"
+    assert [c["size"] for c in moves["content"]] == [3, 3]  # model_pull's size (the Range end it expects)
     assert moves["attrs"] == [dict(model="a", path="config.json", dest="/m/a/config.json")]
     rows = ms.drift_rows("h1", plan, copies)
     assert [(r["host"], r["component"], r["instance"], r["found"]) for r in rows] == [
