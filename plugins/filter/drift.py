@@ -10,7 +10,7 @@ __metaclass__ = type
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.llmops.serving.plugins.module_utils import drift
-from ansible_collections.llmops.serving.plugins.module_utils.drift import flash_attn, gateway, gpustack, venv, vllm
+from ansible_collections.llmops.serving.plugins.module_utils.drift import flash_attn, gateway, gpustack, ray, venv, vllm
 
 PLAYBOOK = "playbooks/drift.yml"
 
@@ -64,6 +64,10 @@ def gateway_drift_rows(data, host):
                  hint="roles/gateway/tasks/drift.yml")
 
 
+def ray_drift_rows(data, host):
+    return _rows("ray_drift_rows", data, host, ray.ray_rows, hint="roles/ray_cluster/tasks/drift.yml")
+
+
 def vllm_venv_drift_rows(data, host):
     return _rows("vllm_venv_drift_rows", data, host, venv.venv_in_use_rows,
                  hint="roles/vllm_service/tasks/drift.yml", expects="a dict with 'venv' and 'cmdlines'")
@@ -98,4 +102,5 @@ class FilterModule(object):
             "drift_collect": drift_collect,
             "gpustack_drift_rows": gpustack_drift_rows,
             "gpustack_model_drift_rows": gpustack_model_drift_rows,
+            "ray_drift_rows": ray_drift_rows,
         }

@@ -32,7 +32,7 @@ ROLES = sorted(os.path.basename(p) for p in glob.glob(os.path.join(ROOT, "roles"
 
 # Prefix of a role's private variables -> role.
 PRIVATE_PREFIXES = {"vllm": "vllm_service", "flash_attn": "flash_attn", "gpustack": "gpustack", "gs": "gpustack",
-                    "verify": "verify", "gpu_preflight": "gpu_preflight", "gateway": "gateway"}
+                    "verify": "verify", "gpu_preflight": "gpu_preflight", "gateway": "gateway", "ray": "ray_cluster"}
 PRIVATE_RE = re.compile(r"(?<!\w)_(%s)_\w+" % "|".join(sorted(PRIVATE_PREFIXES, key=len, reverse=True)))
 
 # Not converted yet: (playbook, role). Empty: every playbook asks the roles
@@ -256,7 +256,7 @@ def test_verify_plot_entry_point_names_a_missing_option(tmp_path):
 
 
 @pytest.mark.parametrize("role,entry", [("flash_attn", "drift"), ("gateway", "drift"), ("gpustack", "drift"),
-                                        ("gpustack", "drift_models")])
+                                        ("gpustack", "drift_models"), ("ray_cluster", "drift")])
 def test_drift_entry_points_refuse_to_run_without_check(tmp_path, role, entry):
     proc = _playbook(tmp_path, [{"ansible.builtin.include_role": {"name": "llmops.serving." + role, "tasks_from": entry}}])
     assert proc.returncode != 0

@@ -101,3 +101,26 @@ def test_a_batch_that_splits_tp2_fails_before_any_change(host):
     assert "vllm_service : Check the engine-ready timeout fits" not in out.split("PLAY [Deploy vLLM")[-1]
     # nothing restarted
     assert _main_pids() == before and "0" not in before.values()
+
+
+def test_drift_report_of_the_ray_play_is_clean(host, tmp_path):
+    """playbooks/drift.yml's Ray play on the converged (and recovered) cluster:
+    exit 0 (drift_fail_on_drift stays true), both nodes checked, no row."""
+    if host.backend.get_hostname() != "ray-head":
+        pytest.skip("one run for the pair")
+    root = os.environ["MOLECULE_PROJECT_DIRECTORY"]
+    inv = os.environ["MOLECULE_INVENTORY_FILE"]
+    env = dict(os.environ, ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0")
+    env.setdefault("ANSIBLE_COLLECTIONS_PATH", "%s/.cache/collections:%s/.venv/lib/python3.11/site-packages" % (root, root))
+    proc = subprocess.run(["ansible-playbook", "-i", os.path.dirname(inv) if os.path.isfile(inv) else inv,
+                           os.path.join(root, "playbooks", "drift.yml"), "--check", "--tags", "drift_ray",
+                           "-e", "drift_report_dir=%s" % tmp_path],
+                          capture_output=True, text=True, env=env, cwd=root, check=False)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out[-3000:]
+    reports = [os.path.join(d, "drift.json") for d in sorted(os.listdir(tmp_path))]
+    assert len(reports) == 1, reports
+    with open(os.path.join(tmp_path, reports[0])) as f:
+        report = json.load(f)
+    assert report["components_checked"] == ["ray"] and sorted(report["hosts_checked"]) == ["ray-head", "ray-worker"]
+    assert report["drift"] == [], report["drift"]

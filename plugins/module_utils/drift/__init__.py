@@ -10,7 +10,7 @@ testable without a host):
 * :mod:`.vllm`: the vllm_service role; :mod:`.venv`: the venv a running instance uses;
 * :mod:`.flash_attn`: the flash_attn role;
 * :mod:`.gpustack`: the gpustack role and the inventory's GPUStack models;
-* :mod:`.gateway`: the gateway role;
+* :mod:`.gateway`: the gateway role; :mod:`.ray`: the ray_cluster role;
 * this file: the whole run (``collect``: the rows of every host and a ``host``
   row for each that did not finish) and the text table.
 

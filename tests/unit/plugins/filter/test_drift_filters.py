@@ -18,6 +18,7 @@ ROW_FILTERS = {
     "gpustack_model_drift_rows": (None, ["llmops.serving.gpustack_model", "roles/gpustack/tasks/drift_models.yml"]),
     "gateway_drift_rows": (None, ["a dict", "roles/gateway/tasks/drift.yml"]),
     "vllm_venv_drift_rows": (None, ["'venv' and 'cmdlines'", "roles/vllm_service/tasks/drift.yml"]),
+    "ray_drift_rows": (None, ["a dict", "roles/ray_cluster/tasks/drift.yml"]),
 }
 
 
@@ -46,6 +47,7 @@ def test_row_filters_pass_good_input_to_the_rules():
     rows = F["gateway_drift_rows"]({"installed": False}, "gw")
     assert [(r["host"], r["component"]) for r in rows] == [("gw", "gateway_package")]
     assert F["vllm_venv_drift_rows"]({"venv": "/v", "cmdlines": {"results": []}}, "h1") == []
+    assert F["ray_drift_rows"]({}, "h1") == []
 
 
 def test_collect_and_table_reject_the_wrong_type():
