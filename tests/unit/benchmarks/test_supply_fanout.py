@@ -103,3 +103,6 @@ def test_inventory():
     group = inv["all"]["children"]["vllm"]["vars"]
     assert group["vllm_common_args"]["max_model_len"] == 512 and group["wheelhouse_name"] == sf.WH_NAME
     assert sf.WH_PATH.endswith("/" + group["wheelhouse_name"])
+    # the hosts' platform tags, glibc 2.17 .. 2.36 (bookworm), literal
+    plats = group["wheelhouse_platforms"]
+    assert plats[1] == "manylinux_2_17_x86_64" and plats[-2] == "manylinux_2_36_x86_64" and len(plats) == 22
