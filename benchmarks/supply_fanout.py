@@ -14,7 +14,8 @@ the script then asks each node for a completion itself. Measured per phase: wall
 bytes pulled from outside (rx_bytes of the host's non-loopback interfaces, /proc/net/dev:
 the nodes share the host's network namespace, so other jobs' downloads count too) and,
 as a cross-check, the sizes pip itself printed ("Downloading x.whl (12.3 MB)"; a wheel
-from /opt/wheels is counted apart at its file size). The 1-min load is read at start and end.
+from /opt/wheels is counted apart at its file size; the build uses an empty PIP_CACHE_DIR). The
+1-min load is read at start and end and every 15 s (its mean).
 Node start-up (docker run, systemd up) is a phase of its own, not part of "to serving".
 
 Usage: python3 benchmarks/supply_fanout.py --mode index --nodes 3 [--serial 100%]
@@ -46,7 +47,6 @@ PIP_TASK = "Install the pinned vLLM into the virtualenv"
 BUILD_TASK = "Download the pinned set (pip download)"
 UNITS = {"bytes": 1, "kB": 1e3, "MB": 1e6, "GB": 1e9}
 DOWNLOAD_RE = re.compile(r"Downloading (\S+?)(?: \(([\d.]+) (bytes|kB|MB|GB)\))?\s*$", re.M)
-CACHED_RE = re.compile(r"Using cached (\S+?)(?: \(([\d.]+) (bytes|kB|MB|GB)\))?\s*$", re.M)
 
 
 def parse_net_dev(text):
@@ -199,7 +199,7 @@ def inventory(nodes):
 
 
 def playbook(outdir, label, inv, path, extra, env=None):
-    """Run a playbook with the jsonl callback into outdir/label.jsonl; (wall s, rc, jsonl text)."""
+    """Run a playbook with the jsonl callback into outdir/label.jsonl; (wall s, jsonl text). Raises when it fails."""
     penv = dict(os.environ, **(env or {}))
     penv.setdefault("ANSIBLE_CONFIG", os.path.join(ROOT, "ansible.cfg"))
     penv.update(ANSIBLE_STDOUT_CALLBACK="ansible.posix.jsonl", ANSIBLE_NOCOLOR="1")
@@ -209,21 +209,22 @@ def playbook(outdir, label, inv, path, extra, env=None):
     with open(log, "w") as out, open(os.path.join(outdir, label + ".stderr"), "w") as err:
         rc = subprocess.run(cmd, stdout=out, stderr=err, env=penv, cwd=ROOT, check=False).returncode
     wall = time.monotonic() - t0
+    if rc:
+        raise RuntimeError("%s failed (rc %d), see %s.*" % (path, rc, log[:-len(".jsonl")]))
     with open(log) as f:
-        return wall, rc, f.read()
+        return wall, f.read()
 
 
 def pip_of(jsonl, task):
     """pip's own figures of a task, summed over hosts, and the task's duration per host."""
-    total, files, unsized, cached, seconds = 0, 0, 0, 0, {}
+    total, files, unsized, seconds = 0, 0, 0, {}
     for host, _name, res, secs in task_results(jsonl, task):
         text = (res.get("stdout") or "") + "\n" + (res.get("stderr") or "")
         b, n, u = pip_bytes(text)
         total, files, unsized = total + b, files + n, unsized + u
-        cached += pip_bytes(text, CACHED_RE)[0]
         if res.get("changed"):
             seconds[host] = None if secs is None else round(secs, 1)
-    return {"bytes": total, "files": files, "unsized": unsized, "cached_bytes": cached, "seconds": seconds}
+    return {"bytes": total, "files": files, "unsized": unsized, "seconds": seconds}
 
 
 def serves(port):
@@ -237,13 +238,13 @@ def serves(port):
         return False
 
 
-def measure(a, outdir):
+def measure(a, outdir, rec):
+    """Fill rec (the run's record) in; raises when a step fails (what was measured stays in rec)."""
     nodes = ["%s%d" % (PREFIX, i + 1) for i in range(a.nodes)]
-    serial = a.serial or "34%"
-    rec = {"mode": a.mode, "nodes": a.nodes, "serial": serial, "serial_is_site_default": a.serial is None,
-           "date": time.strftime("%Y-%m-%d %H:%M:%S %z"), "cores": os.cpu_count(), "load": [loadavg(), None],
-           "beside": sorted(set(sh(["docker", "ps", "--format", "{{.Names}}"]).split()) - set(nodes)),
-           "phases": {}, "bytes": {"rx": 0, "pip": 0, "local_wheels": 0}, "serve_s": None, "ok": False}
+    rec.update(mode=a.mode, nodes=a.nodes, serial=a.serial or "34%", serial_is_site_default=a.serial is None,
+               date=time.strftime("%Y-%m-%d %H:%M:%S %z"), cores=os.cpu_count(), load=[loadavg(), None],
+               beside=sorted(set(sh(["docker", "ps", "--format", "{{.Names}}"]).split()) - set(nodes)),
+               phases={}, bytes={"rx": 0, "pip": 0, "local_wheels": 0}, serve_s=None, ok=False)
     wheel_sizes = sum(os.path.getsize(p) for p in glob.glob(os.path.join(WHEELS, "*.whl")))
     subprocess.run(["docker", "rm", "-f"] + nodes, capture_output=True, check=False)
     sampler = LoadSampler()
@@ -264,11 +265,11 @@ def measure(a, outdir):
             if not os.path.exists(stamp):
                 cache = os.path.join(outdir, "pip-cache")  # empty: the build downloads, it does not reuse ~/.cache/pip
                 rxb = rx_now()
-                wall, rc, log = playbook(outdir, "build", inv, "wheelhouse.yml", ["--tags", "wheelhouse_build"],
+                try:
+                    wall, log = playbook(outdir, "build", inv, "wheelhouse.yml", ["--tags", "wheelhouse_build"],
                                          {"PIP_CACHE_DIR": cache})
-                shutil.rmtree(cache, ignore_errors=True)
-                if rc:
-                    raise RuntimeError("wheelhouse build failed, see %s/build.*" % outdir)
+                finally:
+                    shutil.rmtree(cache, ignore_errors=True)
                 build = {"build_s": round(wall, 1), "rx": rx_now() - rxb, "pip": pip_of(log, BUILD_TASK),
                          "local_wheels": wheel_sizes,
                          "date": rec["date"], "load": [rec["load"][0], loadavg()],
@@ -279,17 +280,15 @@ def measure(a, outdir):
             rx0 = rx_now()  # the build's bytes are its own (rec["build"]), once per wheelhouse
             with open(stamp) as f:
                 rec["build"] = dict(json.load(f), cached="build_s" not in rec["phases"])
-            wall, rc, log = playbook(outdir, "fanout", inv, "wheelhouse.yml", [])
+            wall, log = playbook(outdir, "fanout", inv, "wheelhouse.yml", [])
             rec["phases"]["fanout_s"] = round(wall, 1)
             serve += wall
-            if rc:
-                raise RuntimeError("wheelhouse fan-out failed, see %s/fanout.*" % outdir)
             vllm_extra = ["-e", json.dumps({"vllm_pip_find_links": [WH_PATH], "vllm_pip_extra_args": "--no-index",
                                             # the bed's nodes carry PIP_FIND_LINKS=/opt/wheels, which beats pip.conf
                                             "vllm_pip_environment": {"PIP_FIND_LINKS": WH_PATH}})]
         if a.serial:
             vllm_extra += ["-e", "vllm_serial=%s" % a.serial]
-        wall, rc, log = playbook(outdir, "vllm", inv, "vllm.yml", vllm_extra)
+        wall, log = playbook(outdir, "vllm", inv, "vllm.yml", vllm_extra)
         rec["phases"]["vllm_s"] = round(wall, 1)
         serve += wall
         rec["pip_install"] = pip_of(log, PIP_TASK)
@@ -300,9 +299,7 @@ def measure(a, outdir):
         rec["bytes"]["rx"] = rx_now() - rx0
         rec["serve_s"] = round(serve, 1)
         rec["serving"] = {n: serves(PORT0 + i) for i, n in enumerate(nodes)}
-        rec["ok"] = rc == 0 and all(rec["serving"].values())
-        if rc:
-            raise RuntimeError("vllm.yml failed (rc %d), see %s/vllm.*" % (rc, outdir))
+        rec["ok"] = all(rec["serving"].values())
     finally:
         rec["load"][1] = loadavg()
         sampler.stop.set()
@@ -310,7 +307,6 @@ def measure(a, outdir):
         rec["beside_end"] = sorted(set(sh(["docker", "ps", "--format", "{{.Names}}"]).split()) - set(nodes))
         if not a.keep:
             subprocess.run(["docker", "rm", "-f"] + nodes, capture_output=True, check=False)
-    return rec
 
 
 def main(argv=None):
@@ -326,6 +322,7 @@ def main(argv=None):
         for p in a.summarize:
             with open(p) as f:
                 records.append(json.load(f))
+        records = [r for r in records if "mode" in r]  # a run that failed before it started
     else:
         if not a.mode:
             ap.error("--mode is required")
@@ -335,10 +332,14 @@ def main(argv=None):
         os.makedirs(outdir)
         rec = {}
         try:
-            rec = measure(a, outdir)
-        finally:
-            with open(outdir + ".json", "w") as f:
-                json.dump(rec, f, indent=1)
+            measure(a, outdir, rec)
+        except (RuntimeError, OSError, subprocess.CalledProcessError) as e:
+            rec["error"] = str(e)
+            print("error: %s" % e, file=sys.stderr)
+        with open(outdir + ".json", "w") as f:
+            json.dump(rec, f, indent=1)
+        if "mode" not in rec:
+            return 1
         records = [rec]
     print(HEADER)
     for r in sorted(records, key=lambda r: (r["mode"], r["serial"], r["nodes"])):
