@@ -347,10 +347,10 @@ def main(argv=None):
     for r in records:
         b = r.get("build")
         if b and not b.get("cached"):
+            figures = (r["date"], b["build_s"], mb(b["rx"]), mb(b["pip"]["bytes"]), b["pip"]["files"],
+                       mb(b["local_wheels"]), WHEELS, mb(b["wheelhouse_bytes"]), b["load"][0], b["load"][1])
             print("wheelhouse build (controller, once; run %s): %.0f s, rx %s MB, pip %s MB in %d files + %s MB from %s; "
-                  "wheelhouse %s MB, load %.1f>%.1f" % (r["date"], b["build_s"], mb(b["rx"]), mb(b["pip"]["bytes"]),
-                                                      b["pip"]["files"], mb(b["local_wheels"]), WHEELS,
-                                                      mb(b["wheelhouse_bytes"]), b["load"][0], b["load"][1]))
+                  "wheelhouse %s MB, load %.1f>%.1f" % figures)
     extra = per_extra_host(records)
     for (mode, serial), s in sorted(extra.items()):
         idx = extra.get(("index", serial))
