@@ -33,7 +33,14 @@ run_one() {
   local s=$1 t0 r
   t0=$(date +%s)
   echo "=== molecule test -s $s"
-  if molecule test -s "$s"; then r=passed; else r=failed; fail=1; fi
+  # Each scenario's output also goes to reports/test/molecule/NAME.log; a
+  # failed one adds why (scripts/failure-digest.py) to reports/test/failures.txt,
+  # which scripts/test.sh prints last.
+  mkdir -p reports/test/molecule
+  if molecule test -s "$s" 2>&1 | tee "reports/test/molecule/$s.log"; then r=passed; else
+    r=failed; fail=1
+    python3 scripts/failure-digest.py "molecule $s" "reports/test/molecule/$s.log" >> reports/test/failures.txt
+  fi
   summary+=("$s: $r in $(( $(date +%s) - t0 )) s")
 }
 for s in "${scenarios[@]}"; do run_one "$s"; done

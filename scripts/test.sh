@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # `make test`: the whole suite, as CI runs it. Each stage is timed; all stages
-# run even when one fails, and the pytest summary line closes the run.
+# run even when one fails; the pytest summary line, then why each failed stage
+# failed (reports/test/failures.txt), close the run.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 export PATH="$PWD/.venv/bin:$PATH"
@@ -8,14 +9,22 @@ export PATH="$PWD/.venv/bin:$PATH"
 export ANSIBLE_HOME=${ANSIBLE_HOME:-$PWD/.cache/ansible-home}
 [ -d /opt/wheels ] && export LLMOPS_WHEELS_DIR=${LLMOPS_WHEELS_DIR:-/opt/wheels}
 mkdir -p reports/test
+# Why each failed stage failed, a few lines each (scripts/failure-digest.py;
+# molecule-all.sh adds one per failed scenario): printed last, as CI shows only
+# the tail of the output.
+rm -f reports/test/failures.txt
+digest() {
+  case $1 in molecule*) return 0;; esac  # its scenarios have their own
+  python3 scripts/failure-digest.py "$1" "reports/test/$1.log" >> reports/test/failures.txt
+}
 declare -a results=()
 fail=0
 stage() {
   local name=$1; shift
   local t0; t0=$(date +%s)
   echo "=============== $name"
-  if "$@"; then results+=("$name: ok ($(( $(date +%s) - t0 )) s)")
-  else results+=("$name: FAILED ($(( $(date +%s) - t0 )) s)"); fail=1; fi
+  if "$@" 2>&1 | tee "reports/test/$name.log"; then results+=("$name: ok ($(( $(date +%s) - t0 )) s)")
+  else results+=("$name: FAILED ($(( $(date +%s) - t0 )) s)"); fail=1; digest "$name"; fi
 }
 # A stage that runs while the next ones do (the machine has 2 cores; the stages
 # it overlaps use about one): output in reports/test/NAME.log, printed and
@@ -35,7 +44,7 @@ stage_wait() {
   echo "=============== $name (background, done)"
   cat "reports/test/$name.log"
   if [ $rc -eq 0 ]; then results+=("$name: ok ($took s, in the background)")
-  else results+=("$name: FAILED ($took s, in the background)"); fail=1; fi
+  else results+=("$name: FAILED ($took s, in the background)"); fail=1; digest "$name"; fi
   return $rc
 }
 stage yamllint yamllint -s .
@@ -111,10 +120,14 @@ else
 fi
 [ -n "$fleet" ] && stage_wait molecule-fleet
 if [ $unit_rc -eq 0 ]; then results+=("unit: ok ($unit_took s, in the background)")
-else results+=("unit: FAILED ($unit_took s, in the background)"); fi
+else results+=("unit: FAILED ($unit_took s, in the background)"); digest unit; fi
 printf '%s\n' "${results[@]}" | tee reports/test/stages.txt
 # The unit tests' output last (run in the background above), so their summary
 # line closes the output.
 echo "=============== unit"
 cat reports/test/unit.log
+if [ -s reports/test/failures.txt ]; then
+  echo "=============== why it failed (reports/test/failures.txt; the whole logs in reports/test/)"
+  cat reports/test/failures.txt
+fi
 [ $fail -eq 0 ] && [ $unit_rc -eq 0 ]
