@@ -36,10 +36,16 @@ run_one() {
   # Each scenario's output also goes to reports/test/molecule/NAME.log; a
   # failed one adds why (scripts/failure-digest.py) to reports/test/failures.txt,
   # which scripts/test.sh prints last.
+  local log=reports/test/molecule/$s.log pid rc=0
   mkdir -p reports/test/molecule
-  if molecule test -s "$s" 2>&1 | tee "reports/test/molecule/$s.log"; then r=passed; else
+  # Into its log, followed on stdout (as scripts/test.sh's stages).
+  molecule test -s "$s" > "$log" 2>&1 < /dev/null &
+  pid=$!
+  tail -n +1 -f --pid="$pid" "$log"
+  wait "$pid" || rc=$?
+  if [ $rc -eq 0 ]; then r=passed; else
     r=failed; fail=1
-    python3 scripts/failure-digest.py "molecule $s" "reports/test/molecule/$s.log" >> reports/test/failures.txt
+    python3 scripts/failure-digest.py "molecule $s" "$log" >> reports/test/failures.txt
   fi
   summary+=("$s: $r in $(( $(date +%s) - t0 )) s")
 }

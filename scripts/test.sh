@@ -13,17 +13,23 @@ mkdir -p reports/test
 # molecule-all.sh adds one per failed scenario): printed last, as CI shows only
 # the tail of the output.
 rm -f reports/test/failures.txt
+declare -a failed=()
 digest() {
-  case $1 in molecule*) return 0;; esac  # its scenarios have their own
-  python3 scripts/failure-digest.py "$1" "reports/test/$1.log" >> reports/test/failures.txt
+  case $1 in molecule*) ;; *) failed+=("$1");; esac  # molecule's scenarios have their own
 }
 declare -a results=()
 fail=0
 stage() {
   local name=$1; shift
-  local t0; t0=$(date +%s)
+  local t0 rc=0; t0=$(date +%s)
   echo "=============== $name"
-  if "$@" 2>&1 | tee "reports/test/$name.log"; then results+=("$name: ok ($(( $(date +%s) - t0 )) s)")
+  # Into its log, followed on stdout (not a pipe to tee: a daemon that a stage
+  # left holding its output would keep a pipe, and the run, open).
+  "$@" > "reports/test/$name.log" 2>&1 < /dev/null &
+  local pid=$!
+  tail -n +1 -f --pid="$pid" "reports/test/$name.log"
+  wait "$pid" || rc=$?
+  if [ $rc -eq 0 ]; then results+=("$name: ok ($(( $(date +%s) - t0 )) s)")
   else results+=("$name: FAILED ($(( $(date +%s) - t0 )) s)"); fail=1; digest "$name"; fi
 }
 # A stage that runs while the next ones do (the machine has 2 cores; the stages
@@ -126,6 +132,9 @@ printf '%s\n' "${results[@]}" | tee reports/test/stages.txt
 # line closes the output.
 echo "=============== unit"
 cat reports/test/unit.log
+for name in "${failed[@]}"; do
+  python3 scripts/failure-digest.py "$name" "reports/test/$name.log" >> reports/test/failures.txt
+done
 if [ -s reports/test/failures.txt ]; then
   echo "=============== why it failed (reports/test/failures.txt; the whole logs in reports/test/)"
   cat reports/test/failures.txt
