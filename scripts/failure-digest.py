@@ -95,6 +95,33 @@ def molecule_digest(lines):
         out.append("    " + squeeze(msg))
     tests = [line for line in section if re.match(r"(FAILED|ERROR) \S+::", line)]
     out.extend("  " + squeeze(t) for t in tests[:4])
+    out.extend(post_mortem(lines, failed_hosts))
+    return out
+
+
+def post_mortem(lines, failed_hosts):
+    """molecule-all.sh's post-mortem of the nodes: each one's failed units and
+    last journal lines; the failed hosts first, three nodes at most."""
+    nodes, node, part = {}, None, None
+    for line in lines:
+        m = re.match(r"=== post-mortem (\S+): (failed units|journal)$", line)
+        if m:
+            node, part = m.group(1), m.group(2)
+            nodes.setdefault(node, {"failed units": [], "journal": []})
+            continue
+        if line.startswith("=== "):
+            node = None
+        elif node and line.strip():
+            nodes[node][part].append(line.strip())
+    order = [n for n in failed_hosts if n in nodes] + [n for n in nodes if n not in failed_hosts]
+    out = []
+    for name in order[:3]:
+        units = [u.split()[0] for u in nodes[name]["failed units"]]
+        journal = [j for j in nodes[name]["journal"] if not j.startswith("-- ")]
+        if not units and name not in failed_hosts:
+            continue
+        out.append("  %s: failed units: %s; journal:" % (name, ", ".join(units) or "none"))
+        out.extend("    " + squeeze(j, 200) for j in journal[-3:])
     return out
 
 

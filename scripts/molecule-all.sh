@@ -29,20 +29,40 @@ fi
 # --list: print the default scenarios (all but LLMOPS_MOLECULE_LONG), one per line.
 if [ -n "$list" ]; then printf '%s\n' "${scenarios[@]}"; exit 0; fi
 fail=0; summary=()
+# The state of a failed scenario's nodes, before they are destroyed: failed
+# units and the journal's last lines of the collection's services, per node.
+post_mortem() {
+  local s=$1 node
+  for node in $(python3 -c 'import sys, yaml; print(" ".join(p["name"] for p in yaml.safe_load(open(sys.argv[1]))["platforms"]))' \
+      "molecule/$s/molecule.yml"); do
+    echo "=== post-mortem $node: failed units"
+    timeout 20 docker exec "$node" systemctl list-units --failed --plain --no-legend --no-pager 2>&1
+    echo "=== post-mortem $node: journal"
+    timeout 20 docker exec "$node" journalctl --no-pager -n 40 -o short-precise \
+      -u 'vllm*' -u 'ray*' -u 'gpustack*' -u 'haproxy*' -u 'prometheus*' -u 'llmops*' 2>&1
+  done
+}
 run_one() {
   local s=$1 t0 r
   t0=$(date +%s)
   echo "=== molecule test -s $s"
-  # Each scenario's output also goes to reports/test/molecule/NAME.log; a
-  # failed one adds why (scripts/failure-digest.py) to reports/test/failures.txt,
-  # which scripts/test.sh prints last.
+  # Each scenario's output also goes to reports/test/molecule/NAME.log. Its
+  # nodes outlive the sequence (--destroy never) so that a failed one's state
+  # joins the log (post_mortem) before `molecule destroy`; why it failed
+  # (scripts/failure-digest.py) goes to reports/test/failures.txt, which
+  # scripts/test.sh prints last.
   local log=reports/test/molecule/$s.log pid rc=0
   mkdir -p reports/test/molecule
   # Into its log, followed on stdout (as scripts/test.sh's stages).
-  molecule test -s "$s" > "$log" 2>&1 < /dev/null &
+  molecule test -s "$s" --destroy never > "$log" 2>&1 < /dev/null &
   pid=$!
   tail -n +1 -f --pid="$pid" "$log"
   wait "$pid" || rc=$?
+  if [ $rc -ne 0 ]; then post_mortem "$s" >> "$log" 2>&1; fi
+  echo "=== molecule destroy -s $s" >> "$log"
+  if ! molecule destroy -s "$s" < /dev/null >> "$log" 2>&1; then
+    echo "molecule destroy -s $s failed (reports/test/molecule/$s.log)"; [ $rc -ne 0 ] || rc=1
+  fi
   if [ $rc -eq 0 ]; then r=passed; else
     r=failed; fail=1
     python3 scripts/failure-digest.py "molecule $s" "$log" >> reports/test/failures.txt

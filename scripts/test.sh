@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # `make test`: the whole suite, as CI runs it. Each stage is timed; all stages
-# run even when one fails; the pytest summary line, then why each failed stage
-# failed (reports/test/failures.txt), close the run.
+# run even when one fails; the stages' times and results, then why each failed
+# stage failed (reports/test/failures.txt), close the run.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 export PATH="$PWD/.venv/bin:$PATH"
@@ -127,11 +127,13 @@ fi
 [ -n "$fleet" ] && stage_wait molecule-fleet
 if [ $unit_rc -eq 0 ]; then results+=("unit: ok ($unit_took s, in the background)")
 else results+=("unit: FAILED ($unit_took s, in the background)"); digest unit; fi
-printf '%s\n' "${results[@]}" | tee reports/test/stages.txt
-# The unit tests' output last (run in the background above), so their summary
-# line closes the output.
+# CI shows the tail of the output: the unit tests' output (run in the
+# background above), then each stage's time and result, then why each failed
+# stage failed.
 echo "=============== unit"
 cat reports/test/unit.log
+echo "=============== stages"
+printf '%s\n' "${results[@]}" | tee reports/test/stages.txt
 for name in "${failed[@]}"; do
   python3 scripts/failure-digest.py "$name" "reports/test/$name.log" >> reports/test/failures.txt
 done
