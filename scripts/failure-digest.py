@@ -15,6 +15,12 @@ ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 BOX = re.compile(r"^\s*[│└┌├─]+\s?")  # molecule 26 frames ansible output
 STAMP = re.compile(r"^\d\d:\d\d:\d\d ")  # a timestamped copy of the log
 WIDTH = 320
+# journal lines that say something went wrong
+TROUBLE = re.compile(r"\b(ERROR|CRITICAL|Traceback|Error:|[A-Za-z]+Error\b|Failed|failed with|exited, code=|"
+                     r"status=\d+/|signal=|Killed|Main process exited)")
+NOT_TROUBLE = re.compile(r"\b(WARNING|INFO|DEBUG)\b")  # vLLM's and Ray's log levels
+# `Dec 03 04:01:34.132644 ray-worker ` (short-precise): the node is named already
+JOURNAL_STAMP = re.compile(r"^\w{3} \d\d \d\d:\d\d:\d\d\.\d+ \S+ ")
 
 
 def clean(line):
@@ -120,8 +126,10 @@ def post_mortem(lines, failed_hosts):
         journal = [j for j in nodes[name]["journal"] if not j.startswith("-- ")]
         if not units and name not in failed_hosts:
             continue
+        # the last lines that say something went wrong, else the last lines
+        bad = [j for j in journal if TROUBLE.search(j) and not NOT_TROUBLE.search(j)] or journal
         out.append("  %s: failed units: %s; journal:" % (name, ", ".join(units) or "none"))
-        out.extend("    " + squeeze(j, 200) for j in journal[-3:])
+        out.extend("    " + squeeze(JOURNAL_STAMP.sub("", j), 200) for j in bad[-3:])
     return out
 
 

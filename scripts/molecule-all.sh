@@ -38,7 +38,7 @@ post_mortem() {
     echo "=== post-mortem $node: failed units"
     timeout 20 docker exec "$node" systemctl list-units --failed --plain --no-legend --no-pager 2>&1
     echo "=== post-mortem $node: journal"
-    timeout 20 docker exec "$node" journalctl --no-pager -n 40 -o short-precise \
+    timeout 20 docker exec "$node" journalctl --no-pager -n 60 -o short-precise \
       -u 'vllm*' -u 'ray*' -u 'gpustack*' -u 'haproxy*' -u 'prometheus*' -u 'llmops*' 2>&1
   done
 }

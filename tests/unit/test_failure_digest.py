@@ -53,3 +53,22 @@ def test_other_log_gives_its_last_lines(tmp_path):
 def test_missing_log_is_said(tmp_path):
     lines = digest("docs", tmp_path / "nope.log")
     assert lines[0].startswith("docs: FAILED (no log: ")
+
+
+def test_post_mortem_of_the_failed_host_follows_the_message(tmp_path):
+    """molecule-all.sh appends the nodes' post-mortem to a failed scenario's
+    log. The post-mortem here is a real one (the ray scenario's nodes right
+    after the side effect killed the worker's units, fixtures/ci/); it follows
+    the real failed log as molecule-all.sh would write it."""
+    post_mortem = ROOT / "tests" / "fixtures" / "ci" / "post-mortem-ray-worker-killed.txt"
+    log = tmp_path / "ray.log"
+    log.write_text(RAY_FAILED.read_text() + post_mortem.read_text() + "=== molecule destroy -s ray\n")
+    lines = digest("molecule ray", log)
+    assert lines[:2] == ["molecule ray: FAILED", "  molecule ray failed in its side_effect action"]
+    # the failed host's post-mortem, after its message; ray-worker (no
+    # failed unit, not a failed host) is left out
+    assert lines[4] == "  ray-head: failed units: none; journal:"
+    assert len(lines) == 8
+    # its last lines, without the journal's timestamp and host
+    assert lines[7].startswith("    vllm-tp2[1393]: (Worker pid=1393) INFO 12-03 04:02:22 [parallel_state.py:1906] world_size=2 rank=0")
+    assert not any("ray-worker" in line for line in lines[4:])
