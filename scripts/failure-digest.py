@@ -34,19 +34,18 @@ def squeeze(text, width=WIDTH):
 
 
 def fatal_message(block):
-    """The msg of a `fatal: [h]: FAILED! => {...}` block, else the block."""
-    body = " ".join(s.strip() for s in block)
-    head, payload = body.split("=> ", 1) if "=> " in body else (body, "")
+    """The msg of a `fatal: [h]: FAILED! => {...}` block, else its payload."""
+    payload = " ".join(s.strip() for s in block).partition("=> ")[2]
     try:
         data = json.loads(payload)
     except ValueError:
         m = re.search(r'"msg": "((?:[^"\\]|\\.)*)"', payload)
-        return head, (m.group(1) if m else payload)
+        return m.group(1) if m else payload
     if isinstance(data, dict):
         for key in ("msg", "stderr", "assertion"):
             if data.get(key):
-                return head, str(data[key])
-    return head, payload
+                return str(data[key])
+    return payload
 
 
 def molecule_digest(lines):
@@ -96,7 +95,7 @@ def molecule_digest(lines):
         if host not in last:
             continue
         task_name, block = last[host]
-        msg = fatal_message(block)[1]
+        msg = fatal_message(block)
         out.append("  %s, task %r:" % (host, squeeze(task_name or "?", 140)))
         out.append("    " + squeeze(msg))
     tests = [line for line in section if re.match(r"(FAILED|ERROR) \S+::", line)]

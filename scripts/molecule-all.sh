@@ -51,13 +51,9 @@ run_one() {
   # joins the log (post_mortem) before `molecule destroy`; why it failed
   # (scripts/failure-digest.py) goes to reports/test/failures.txt, which
   # scripts/test.sh prints last.
-  local log=reports/test/molecule/$s.log pid rc=0
+  local log=reports/test/molecule/$s.log rc=0
   mkdir -p reports/test/molecule
-  # Into its log, followed on stdout (as scripts/test.sh's stages).
-  molecule test -s "$s" --destroy never > "$log" 2>&1 < /dev/null &
-  pid=$!
-  tail -n +1 -f --pid="$pid" "$log"
-  wait "$pid" || rc=$?
+  scripts/run-logged.sh "$log" molecule test -s "$s" --destroy never || rc=$?
   if [ $rc -ne 0 ]; then post_mortem "$s" >> "$log" 2>&1; fi
   echo "=== molecule destroy -s $s" >> "$log"
   if ! molecule destroy -s "$s" < /dev/null >> "$log" 2>&1; then

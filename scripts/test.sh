@@ -13,24 +13,22 @@ mkdir -p reports/test
 # molecule-all.sh adds one per failed scenario): printed last, as CI shows only
 # the tail of the output.
 rm -f reports/test/failures.txt
-declare -a failed=()
-digest() {
-  case $1 in molecule*) ;; *) failed+=("$1");; esac  # molecule's scenarios have their own
-}
-declare -a results=()
+declare -a results=() failed=()
 fail=0
+# record NAME RC SECONDS [NOTE]: a stage's line in the results; a failed one is
+# named for the digest (molecule's scenarios have their own, from molecule-all.sh).
+record() {
+  local note=${4:+, $4}
+  if [ "$2" -eq 0 ]; then results+=("$1: ok ($3 s$note)"); return 0; fi
+  results+=("$1: FAILED ($3 s$note)"); fail=1
+  case $1 in molecule*) ;; *) failed+=("$1");; esac
+}
 stage() {
-  local name=$1; shift
-  local t0 rc=0; t0=$(date +%s)
+  local name=$1 t0 rc=0; shift
+  t0=$(date +%s)
   echo "=============== $name"
-  # Into its log, followed on stdout (not a pipe to tee: a daemon that a stage
-  # left holding its output would keep a pipe, and the run, open).
-  "$@" > "reports/test/$name.log" 2>&1 < /dev/null &
-  local pid=$!
-  tail -n +1 -f --pid="$pid" "reports/test/$name.log"
-  wait "$pid" || rc=$?
-  if [ $rc -eq 0 ]; then results+=("$name: ok ($(( $(date +%s) - t0 )) s)")
-  else results+=("$name: FAILED ($(( $(date +%s) - t0 )) s)"); fail=1; digest "$name"; fi
+  scripts/run-logged.sh "reports/test/$name.log" "$@" || rc=$?
+  record "$name" $rc $(( $(date +%s) - t0 ))
 }
 # A stage that runs while the next ones do (the machine has 2 cores; the stages
 # it overlaps use about one): output in reports/test/NAME.log, printed and
@@ -49,8 +47,7 @@ stage_wait() {
   local took=$(( $(date +%s) - bg_t0[$name] ))
   echo "=============== $name (background, done)"
   cat "reports/test/$name.log"
-  if [ $rc -eq 0 ]; then results+=("$name: ok ($took s, in the background)")
-  else results+=("$name: FAILED ($took s, in the background)"); fail=1; digest "$name"; fi
+  record "$name" $rc "$took" "in the background"
   return $rc
 }
 stage yamllint yamllint -s .
@@ -125,8 +122,7 @@ else
   stage molecule env LLMOPS_MOLECULE_LONG="${LLMOPS_MOLECULE_LONG-}" scripts/molecule-all.sh ${LLMOPS_MOLECULE_SCENARIOS:-}
 fi
 [ -n "$fleet" ] && stage_wait molecule-fleet
-if [ $unit_rc -eq 0 ]; then results+=("unit: ok ($unit_took s, in the background)")
-else results+=("unit: FAILED ($unit_took s, in the background)"); digest unit; fi
+record unit $unit_rc "$unit_took" "in the background"
 # CI shows the tail of the output: the unit tests' output (run in the
 # background above), then each stage's time and result, then why each failed
 # stage failed.
@@ -141,4 +137,4 @@ if [ -s reports/test/failures.txt ]; then
   echo "=============== why it failed (reports/test/failures.txt; the whole logs in reports/test/)"
   cat reports/test/failures.txt
 fi
-[ $fail -eq 0 ] && [ $unit_rc -eq 0 ]
+[ $fail -eq 0 ]
