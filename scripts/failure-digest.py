@@ -98,9 +98,29 @@ def molecule_digest(lines):
         msg = fatal_message(block)
         out.append("  %s, task %r:" % (host, squeeze(task_name or "?", 140)))
         out.append("    " + squeeze(msg))
-    tests = [line for line in section if re.match(r"(FAILED|ERROR) \S+::", line)]
-    out.extend("  " + squeeze(t) for t in tests[:4])
+    out.extend(verifier_failures(section))
     out.extend(post_mortem(lines, failed_hosts))
+    return out
+
+
+def verifier_failures(section):
+    """testinfra's FAILED/ERROR lines (molecule wraps them: a test id may be
+    split over lines) and the first `E ` line of its report."""
+    joined = []
+    for line in section:
+        if line.startswith("  ") and joined:
+            joined[-1] += " " + line.strip()
+        else:
+            joined.append(line)
+    out = []
+    for line in joined:
+        m = re.match(r"(FAILED|ERROR)\s+(\S.*::.*)", line)
+        if m and len(out) < 4:
+            test, why = (m.group(2).split(" - ", 1) + [""])[:2]
+            out.append("  " + squeeze("%s %s%s" % (m.group(1), test.replace(" ", ""), " - " + why if why else "")))
+    first_e = next((line for line in section if re.match(r"E\s+\S", line)), None)
+    if out and first_e:
+        out.append("    " + squeeze(first_e, 200))
     return out
 
 

@@ -72,3 +72,14 @@ def test_post_mortem_of_the_failed_host_follows_the_message(tmp_path):
     # its last lines, without the journal's timestamp and host
     assert lines[7].startswith("    vllm-tp2[1393]: (Worker pid=1393) INFO 12-03 04:02:22 [parallel_state.py:1906] world_size=2 rank=0")
     assert not any("ray-worker" in line for line in lines[4:])
+
+
+def test_verifier_failure_names_the_test_and_its_assertion():
+    """A real testinfra failure (molecule wraps the FAILED line over three)."""
+    log = ROOT / "tests" / "fixtures" / "ci" / "molecule-vllm-service-verify-failed.log"
+    assert digest("molecule vllm_service", log) == [
+        "molecule vllm_service: FAILED",
+        "  molecule vllm_service failed in its verify action",
+        "  FAILED tests/test_monitoring.py::test_readiness_probe_textfile[ansible://vllm-svc]",
+        "    E AssertionError: assert ['0'] == ['1']",
+    ]

@@ -4,6 +4,7 @@ dashboard query answered through the Prometheus HTTP API."""
 import json
 import os
 import sys
+import time
 import urllib.parse
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "..", "tests"))
@@ -45,7 +46,15 @@ def test_readiness_probe_textfile(host):
     text = host.file("/var/lib/prometheus/node-exporter/llmops_vllm.prom").content_string
     assert 'llmops_vllm_probe_ready{vllm_instance="default",unit="vllm@default.service"} 1' in text
     assert 'llmops_vllm_probe_health_up{vllm_instance="default",unit="vllm@default.service"} 1' in text
-    res = _get(host, "/query?query=" + urllib.parse.quote("llmops_vllm_probe_ready"))["result"]
+    # Prometheus answers with its last scrape of the node exporter: the side
+    # effect had the instance down (0) just before, so the file can be ahead
+    # of it by one scrape (2 s here). Read until a scrape took it, 30 s at most.
+    deadline = time.monotonic() + 30
+    while True:
+        res = _get(host, "/query?query=" + urllib.parse.quote("llmops_vllm_probe_ready"))["result"]
+        if [r["value"][1] for r in res] == ["1"] or time.monotonic() > deadline:
+            break
+        time.sleep(2)
     assert [r["value"][1] for r in res] == ["1"]
 
 
