@@ -132,6 +132,19 @@ ansible_facts:
           description: Free space per requested path (C(path), C(checked_path), C(free_bytes), C(total_bytes)).
           type: list
           elements: dict
+        devices:
+          description:
+            - The NVIDIA device nodes, what the vLLM units' device policy is derived from.
+            - C(majors) (the NVIDIA names of C(/proc/devices) -> major), C(frontend) (the name of
+              major 195, C(nvidia) or C(nvidia-frontend) by driver, null without a driver),
+              C(nodes) (C(/dev/nvidia*) and C(/dev/nvidia-caps/*) -> C(MAJOR:MINOR)) and
+              C(gpu_nodes) (GPU index -> its C(/dev/nvidiaN), N = the GPU's minor number).
+          type: dict
+          sample:
+            majors: {nvidia: 195, nvidiactl: 195, nvidia-uvm: 238, nvidia-caps: 241}
+            frontend: nvidia
+            nodes: {/dev/nvidia0: "195:0", /dev/nvidiactl: "195:255", /dev/nvidia-uvm: "238:0"}
+            gpu_nodes: {"0": /dev/nvidia0}
         gpus:
           description:
             - One entry per GPU with C(index), C(name), C(uuid), C(pci_bus_id),
@@ -151,6 +164,7 @@ import traceback
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.llmops.serving.plugins.module_utils.gpu import devices as gpu_devices
 from ansible_collections.llmops.serving.plugins.module_utils.gpu import facts as gpu_facts
 from ansible_collections.llmops.serving.plugins.module_utils.gpu import nvml as gpu_nvml
 from ansible_collections.llmops.serving.plugins.module_utils.gpu import smi as gpu_smi
@@ -181,6 +195,16 @@ def _disk(paths):
         except OSError:
             out.append({"path": path, "checked_path": None, "free_bytes": None, "total_bytes": None})
     return out
+
+
+def _devices(gpus):
+    """/proc/devices and the /dev/nvidia* nodes (the unit's device policy is derived from them)."""
+    try:
+        with open("/proc/devices") as f:
+            text = f.read()
+    except (IOError, OSError):
+        text = ""
+    return gpu_devices.facts(text, gpu_devices.read_nodes(), gpus)
 
 
 def _run(module, argv):
@@ -261,6 +285,7 @@ def main():
     if facts is None:
         facts = gpu_facts.cpu_facts(nvml_error or "NVML unavailable", smi, nvcc_text, nvcc)
     facts["disk"] = _disk(p["disk_paths"])
+    facts["devices"] = _devices(facts.get("gpus") or [])
     warnings = facts.pop("warnings", [])
     for w in warnings:
         module.warn(w)

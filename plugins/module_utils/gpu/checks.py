@@ -249,6 +249,18 @@ def check_fabric(c):
     return (FAIL if msgs else (PASS if c.facts.get("fabric", {}).get("present") else SKIP)), msgs
 
 
+def check_device_nodes(c):
+    """Per CUDA instance: its unit's device policy opens every node CUDA needs for the GPUs it runs on
+    (the view's ``device_problems``, from gpu/devices.py on the host's /proc/devices and /dev/nvidia*)."""
+    if not c.cuda:
+        return SKIP, []
+    views = [v for v in c.instances if "device_problems" in v]
+    if not views:
+        return SKIP, ["%s: no vLLM instances for this host (vllm_instances); device nodes not checked." % c.host]
+    msgs = ["%s: %s" % (c.host, m) for v in views for m in v["device_problems"]]
+    return (FAIL if msgs else PASS), msgs
+
+
 def check_nvcc(c):
     if not c.s.get("require_nvcc"):
         return SKIP, []
@@ -297,6 +309,7 @@ CHECKS = (
     ("persistence", check_persistence),
     ("mig", check_mig),
     ("fabric", check_fabric),
+    ("device_nodes", check_device_nodes),
     ("nvcc", check_nvcc),
     ("disk", check_disk),
 )

@@ -13,6 +13,7 @@ __metaclass__ = type
 
 from ansible_collections.llmops.serving.plugins.module_utils import vllm_flags
 from ansible_collections.llmops.serving.plugins.module_utils import vllm_multinode
+from ansible_collections.llmops.serving.plugins.module_utils.gpu import devices as gpu_devices
 
 
 def instance_api_key(name, api_key, api_keys):
@@ -40,7 +41,13 @@ def instance_env(instance, settings):
             # measured). "" in the instance's env drops it (nodes with g++).
             env["TORCH_COMPILE_DISABLE"] = "1"
     gpus = instance.get("gpus")
-    if isinstance(gpus, (list, tuple)):
+    if settings.get("device") == "cuda":
+        # CUDA numbers GPUs fastest first, NVML and nvidia-smi by PCI bus:
+        # one order for both, so `gpus` (nvidia-smi indexes) means the same GPUs.
+        env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
+        if isinstance(gpus, (list, tuple)) and gpus:
+            env["CUDA_VISIBLE_DEVICES"] = instance_devices(instance, settings)["cuda_visible_devices"]
+    elif isinstance(gpus, (list, tuple)):
         env["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in gpus)
     for k, v in (instance.get("env") or {}).items():
         env[str(k)] = "" if v is None else str(v)
@@ -55,6 +62,36 @@ def instance_env(instance, settings):
         if env.get(key) == "":
             del env[key]  # "" in the instance's env: the variable left out
     return env
+
+
+def gpus_per_node(instance, settings):
+    """The GPUs one node of the instance runs on: tensor_parallel_size x
+    pipeline_parallel_size, divided among the nodes of a spanning instance."""
+    opts = vllm_flags.merged_options(instance, settings.get("common_args") or {})
+    world = 1
+    for names in (("tensor_parallel_size", "tp"), ("pipeline_parallel_size", "pp")):
+        world *= max(vllm_flags.int_or_none(vllm_flags.lookup(opts, *names)[1]) or 1, 1)
+    nodes = instance.get("nodes")
+    if isinstance(nodes, (list, tuple)) and len(nodes) > 1 and world % len(nodes) == 0:
+        world //= len(nodes)
+    return world
+
+
+def instance_devices(instance, settings):
+    """The device policy of one CUDA instance on this host (gpu/devices.py
+    ``policy``): the GPUs it runs on (``gpus``), the ``DeviceAllow=`` values,
+    the ``CUDA_VISIBLE_DEVICES`` value as its processes number the GPUs, and
+    the problems of the host's device nodes (each names the node and the fix).
+    ``settings``: ``gpu_devices`` (llmops_gpu.devices, or None), ``gpu_isolation``."""
+    devices = settings.get("gpu_devices")
+    host = sorted(int(i) for i in ((devices or {}).get("gpu_nodes") or {}))
+    if not host and settings.get("gpu_count"):
+        host = list(range(int(settings["gpu_count"])))
+    listed = instance.get("gpus") if isinstance(instance.get("gpus"), (list, tuple)) else None
+    used = gpu_devices.instance_gpus(listed, gpus_per_node(instance, settings), host)
+    out = gpu_devices.policy(used, devices, settings.get("gpu_isolation", True) is not False)
+    out["gpus"] = used
+    return out
 
 
 def _tp_size(instance, settings):

@@ -104,6 +104,9 @@ def normalize_settings(settings):
         s["default_gpu_memory_utilization"] = vllm_flags.DEFAULT_GPU_MEMORY_UTILIZATION
     for key in ("allow_public_bind", "allow_unauthenticated_public_bind", "gateway"):
         s[key] = to_bool(s.get(key, False))
+    s["gpu_isolation"] = to_bool(s.get("gpu_isolation", True))
+    if not isinstance(s.get("gpu_devices"), dict):
+        s["gpu_devices"] = None
     if not isinstance(s.get("warmup"), dict):
         s["warmup"] = None
     else:

@@ -13,7 +13,7 @@ from ansible_collections.llmops.serving.plugins.module_utils import vllm_args
 from ansible_collections.llmops.serving.plugins.module_utils import vllm_flags
 from ansible_collections.llmops.serving.plugins.module_utils import vllm_multinode
 from ansible_collections.llmops.serving.plugins.module_utils.vllm_instance.checks import check
-from ansible_collections.llmops.serving.plugins.module_utils.vllm_instance.env import instance_api_key, instance_env
+from ansible_collections.llmops.serving.plugins.module_utils.vllm_instance.env import instance_api_key, instance_devices, instance_env
 from ansible_collections.llmops.serving.plugins.module_utils.vllm_instance.values import (
     DEFAULT_HOST, DEFAULT_PORT, InstanceViewError, as_list, is_loopback, is_secret_name,
     normalize_settings, parse_model_len, probe_host, url_for)
@@ -59,6 +59,7 @@ def _one(index, inst, settings):
         argv = [python, "-c", vllm_multinode.HEADLESS_CODE] + argv[3:]
     url = url_for(host, port)
     gpus = inst.get("gpus")
+    dev = instance_devices(inst, settings) if settings.get("device") == "cuda" else None
     return {
         "name": name,
         "unit": "vllm@%s.service" % name,
@@ -91,6 +92,12 @@ def _one(index, inst, settings):
         "has_secrets": has_key or bool(secret_keys),
         "env": dict((k, v) for k, v in env.items() if k not in secret_keys),
         "readiness_timeout": vllm_flags.int_or_none(inst.get("readiness_timeout")),
+        # CUDA: the GPUs this node of the instance runs on and the unit's
+        # DeviceAllow= values for them (gpu/devices.py); the host's device
+        # node problems, each naming the node and the fix (preflight fails on them).
+        "gpus_used": dev["gpus"] if dev else [],
+        "device_allow": dev["allow"] if dev else [],
+        "device_problems": ["instance %s: %s" % (name, p) for p in dev["problems"]] if dev else [],
         "device": settings.get("device", "cpu"),
         "python": python,
         # Multi-node (vllm_multinode.py): null / single-host defaults otherwise.

@@ -132,7 +132,7 @@ def test_kv_check_fails_on_a_refusal_and_names_the_variables():
 def test_every_check_is_one_function_in_the_table():
     names = [n for n, _fn in checks.CHECKS]
     assert names == ["driver_present", "driver_version", "compute_capability", "memory_total", "memory_free",
-                     "kv_cache", "ecc", "persistence", "mig", "fabric", "nvcc", "disk"]
+                     "kv_cache", "ecc", "persistence", "mig", "fabric", "device_nodes", "nvcc", "disk"]
     assert all(fn.__name__ == "check_" + n for n, fn in checks.CHECKS)
     r = checks.preflight_report(h200_facts(1), settings([]))
     assert sorted(r["checks"]) == sorted(names)

@@ -110,6 +110,11 @@ def test_two_single_gpu_instances_on_8000_8001_each_see_their_gpu():
     b = inst(name="g1", port=8001, gpus=[1])
     view = V.build_view([a, b], settings(device="cuda", gpu_count=2))
     assert [v["url"] for v in view] == ["http://127.0.0.1:8000", "http://127.0.0.1:8001"]
+    # Each unit opens only its own GPU's node (device_allow), so CUDA numbers it 0 in both.
+    assert [v["gpus_used"] for v in view] == [[0], [1]]
+    assert [v["env"]["CUDA_VISIBLE_DEVICES"] for v in view] == ["0", "0"]
+    assert "/dev/nvidia1 rw" in view[1]["device_allow"] and "/dev/nvidia0 rw" not in view[1]["device_allow"]
+    view = V.build_view([a, b], settings(device="cuda", gpu_count=2, gpu_isolation=False))
     assert [v["env"]["CUDA_VISIBLE_DEVICES"] for v in view] == ["0", "1"]
     assert view[1]["argv"][-2:] == ["--port", "8001"]
 
