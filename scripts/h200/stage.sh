@@ -1,117 +1,96 @@
 #!/usr/bin/env bash
-# Stage CUDA vLLM 0.25.1 on the lent H200 machine (no network there), part by part.
-# docs/h200.md is the procedure; in short:
+# Stage what the lent H200 machine (no network) needs to run the collection's own
+# path - wheelhouse.yml + site.yml under systemd - part by part. docs/h200.md is
+# the procedure; in short:
 #
-#   here:  scripts/h200/stage.sh download [CHECKOUT]   # PyPI -> .cache/h200/dl, re-runnable
-#          scripts/h200/stage.sh pack     [CHECKOUT]   # -> CHECKOUT/.h200/p1..p4 + SHA256SUMS
-#   there: bash .h200/bin/stage.sh receive N          # one run per part, back to back
-#          bash .h200/bin/stage.sh install            # rejoin, sha256 check, install into /tmp/site
+#   here:  scripts/h200/stage.sh download   # the locked wheelhouse (the wheelhouse role, run
+#                                           # here as its controller), ansible-core, systemd .debs
+#          scripts/h200/stage.sh pack       # -> .h200/p1..p5 + SHA256SUMS (git-ignored)
+#   there: bash scripts/h200/stage.sh receive N      # one device call per part, back to back
+#          bash scripts/h200/stage.sh install [--early|--pieces]
+#                # ansible-core into /tmp/site (--early: only that, from p1); the vLLM wheel
+#                # rejoined byte for byte into the wheelhouse's controller cache (sha256 = PyPI's);
+#                # --pieces also unpacks vLLM and its lock into /tmp/site for gpu-run.sh (argv
+#                # started by hand, no systemd)
 #
-# CHECKOUT is the checkout the device tool sends (default: this repo); the carry
-# folders live in its git-ignored .h200/ (the script adds /.h200/ to
-# .git/info/exclude). No torch travels: the H200 image has torch 2.11.0+cu130,
-# the version vLLM 0.25.1 pins. Start the server with VLLM_USE_FLASHINFER_SAMPLER=0
-# (flashinfer does not travel).
+# p1 holds all but the vLLM wheel: the lock's 42 wheels and the wheelhouse's requirements.json,
+# ansible-core and its 4 dependencies, community.docker + ansible.posix, the 23 systemd .debs
+# (the first call boots systemd and runs the preflight with it). The vLLM wheel (239 MiB) travels
+# raw in p2..p5 of <= PART_BYTES (a call carries at most 64 MiB with the checkout).
+# No torch travels: the image has torch 2.11.0+cu130, the version vLLM 0.25.1 pins.
 set -euo pipefail
 
 VLLM_VERSION=0.25.1
-PART_MIB=${PART_MIB:-55}           # <= 60 MiB a part; one part + the checkout (~4 MiB) < 64 MiB a call
+PART_BYTES=${PART_BYTES:-62600000}
 STAGE=${STAGE:-/tmp/stage}
 SITE=${SITE:-/tmp/site}
 HERE=$(cd "$(dirname "$0")" && pwd)
 REPO=$(cd "$HERE/../.." && pwd)
 DL=${H200_DL:-$REPO/.cache/h200/dl}
+WH_NAME=vllm-$VLLM_VERSION-cp312-x86_64
+WH_HERE=$REPO/.cache/wheelhouses
+# Where the inventory (scripts/h200/inventory) keeps the controller cache on the machine.
+WH_THERE=${WH_THERE:-/var/cache/llmops/wheelhouses}
+OUTDIR=$REPO/.h200
+# The collections the runner's ansible-playbook reads (site_run.py: ANSIBLE_COLLECTIONS_PATH).
+COLL=${H200_COLL:-/tmp/h200site/collections}
 
-# Runtime deps of vllm 0.25.1 that the H200 image lacks (found by importing the
-# server there; /work/shared/h200-vllm/wheels-deps.txt). Everything else
-# (torch, transformers, tokenizers, numpy, aiohttp, ...) is in the image.
-DEPS=(
-  annotated_types==0.8.0 apache_tvm_ffi==0.1.15.post2 astor==0.8.1 blake3==1.0.11
-  cachetools==8.0.2 cbor2==6.3.0 compressed_tensors==0.17.0 depyf==0.20.0 dill==0.4.1
-  diskcache==5.6.3 fastapi==0.136.3 httpcore2==2.16.2 httptools==0.9.0 httpx2==2.16.2
-  ijson==3.6.0 jiter==0.19.0 jmespath==1.1.0 lark==1.2.2 llguidance==1.7.6 loguru==0.7.3
-  model_hosting_container_standards==0.1.16 msgspec==0.23.0 openai==3.57.0
-  openai_harmony==0.0.8 partial_json_parser==0.2.1.1.post7
-  prometheus_fastapi_instrumentator==8.1.0 pybase64==1.5.1 pydantic==2.14.4
-  pydantic_core==2.50.5 python_json_logger==4.2.0 python_multipart==0.0.34 pyzmq==27.3.0
-  setproctitle==1.3.8 sniffio==1.3.1 starlette==1.10.0 supervisor==4.3.0
-  truststore==0.10.5 typing_inspection==0.4.5 uvicorn==0.54.0 watchfiles==1.3.0
-  websockets==17.4 xgrammar==0.2.9
-)
-# ansible-core for the collection's modules there (jinja2, PyYAML, MarkupSafe and
-# packaging are in the image).
+# ansible-core for the collection there (jinja2, PyYAML, MarkupSafe and packaging are in the image).
 ANSIBLE=(ansible-core==2.19.14 resolvelib==1.2.1 cryptography==50.0.2 cffi==2.1.1 pycparser==3.12)
+# Debian bookworm's systemd 252 and what it links, for the image's Ubuntu 24.04 userland
+# (boot-systemd.sh copies in only files the image lacks).
+DEBS=(systemd libsystemd-shared libsystemd0 libcryptsetup12 libfdisk1 libkmod2 libp11-kit0 libseccomp2
+      libapparmor1 libip4tc2 libargon2-1 libdevmapper1.02.1 libjson-c5 libacl1 libaudit1 libcap2 libpam0g
+      dbus dbus-bin dbus-daemon dbus-system-bus-common libdbus-1-3 libexpat1)
 
 die() { echo "stage.sh: $*" >&2; exit "${2:-1}"; }
 
-pip_download() {  # pip_download DEST SPEC...
-  local dest=$1; shift
-  python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 \
-    --implementation cp --abi cp312 --abi abi3 --abi none \
-    --platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 \
-    --platform manylinux_2_26_x86_64 --platform manylinux_2_24_x86_64 \
-    --platform manylinux_2_31_x86_64 --platform manylinux_2_17_x86_64 \
-    --platform manylinux2014_x86_64 --platform manylinux1_x86_64 --platform manylinux_2_5_x86_64 \
-    --platform any -d "$dest" "$@"
-}
-
-have_wheel() {  # have_wheel DIR SPEC: a wheel of that name and version is already there
-  local name=${2%%==*} ver=${2##*==}
-  name=${name//-/_}
-  compgen -G "$1/${name}-${ver}-*.whl" >/dev/null || compgen -G "$1/${name,,}-${ver}-*.whl" >/dev/null
-}
-
 cmd_download() {
-  mkdir -p "$DL/vllm" "$DL/deps" "$DL/ansible"
-  local spec missing
-  for group in vllm deps ansible; do
-    missing=()
-    case $group in
-      vllm) specs=("vllm==$VLLM_VERSION") ;;
-      deps) specs=("${DEPS[@]}") ;;
-      ansible) specs=("${ANSIBLE[@]}") ;;
-    esac
-    for spec in "${specs[@]}"; do have_wheel "$DL/$group" "$spec" || missing+=("$spec"); done
-    if [ ${#missing[@]} -eq 0 ]; then echo "$group: all ${#specs[@]} wheels already downloaded"; continue; fi
-    echo "$group: downloading ${#missing[@]} of ${#specs[@]}: ${missing[*]}"
-    pip_download "$DL/$group" "${missing[@]}" || die "pip download failed for $group (PyPI reachable? versions still published?)"
-  done
-  du -sh "$DL"/*
+  mkdir -p "$DL/ansible" "$DL/debs"
+  # The locked wheelhouse, built by the wheelhouse role itself with this machine as its
+  # controller (pip download --no-deps of the inventory's pins for cp312 / manylinux).
+  local venv=${VENV:-$REPO/.venv}
+  [ -x "$venv/bin/ansible-playbook" ] || die "no $venv/bin/ansible-playbook: run 'make venv stage' first"
+  (cd "$REPO" && ANSIBLE_CONFIG=$REPO/ansible.cfg \
+     ANSIBLE_COLLECTIONS_PATH=$REPO/.cache/collections:$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])') \
+     "$venv/bin/ansible-playbook" -i scripts/h200/inventory playbooks/wheelhouse.yml -t wheelhouse_build \
+       -e wheelhouse_controller_dir="$WH_HERE" -e wheelhouse_pip_python="$venv/bin/python")
+  ls "$WH_HERE/$WH_NAME"/vllm-$VLLM_VERSION-*.whl >/dev/null || die "the wheelhouse has no vLLM wheel"
+  python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+    --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
+    --platform any -d "$DL/ansible" "${ANSIBLE[@]}" || die "pip download of ansible-core failed"
+  (cd "$DL/debs" && { apt-get update -qq >/dev/null 2>&1 || true; apt-get download "${DEBS[@]}" >/dev/null; }) \
+    || die "apt-get download of the systemd packages failed"
+  du -sh "$WH_HERE/$WH_NAME" "$DL"/ansible "$DL"/debs
 }
 
 cmd_pack() {
-  local out=$1/.h200
-  compgen -G "$DL/vllm/vllm-$VLLM_VERSION-*.whl" >/dev/null || die "no vLLM wheel in $DL/vllm: run '$0 download' first"
-  grep -qx '/.h200/' "$1/.git/info/exclude" 2>/dev/null || {
-    mkdir -p "$1/.git/info"; echo '/.h200/' >> "$1/.git/info/exclude"; }
-  (cd "$1" && git check-ignore -q .h200/x) || die "$1/.h200 is not git-ignored: it would travel in every call"
-  mkdir -p "$out/build"
-  local tarball=$out/build/vllm.tar.xz whl
-  whl=$(ls "$DL"/vllm/vllm-"$VLLM_VERSION"-*.whl)
-  if [ ! -s "$tarball" ] || [ "$tarball" -ot "$whl" ]; then
-    echo "re-packing $(basename "$whl") as tar.xz (the wheel is zip-deflated; xz -9 is ~30% smaller)"
-    rm -rf "$out/build/unz" && mkdir -p "$out/build/unz"
-    (cd "$out/build/unz" && python3 -m zipfile -e "$whl" .)
-    tar -C "$out/build/unz" -cf - . | xz -9 -T0 > "$tarball.tmp" && mv "$tarball.tmp" "$tarball"
-    rm -rf "$out/build/unz"
-  fi
-  rm -rf "$out"/p[0-9]*
-  split -b "${PART_MIB}M" -d -a 2 "$tarball" "$out/build/vllm.tar.xz.part"
-  local n=0 p
-  for p in "$out"/build/vllm.tar.xz.part*; do
-    n=$((n + 1)); mkdir -p "$out/p$n"; mv "$p" "$out/p$n/"
+  local wh=$WH_HERE/$WH_NAME whl sp
+  whl=$(ls "$wh"/vllm-$VLLM_VERSION-*.whl 2>/dev/null) || die "no vLLM wheel in $wh: run '$0 download' first"
+  sp=$("${VENV:-$REPO/.venv}/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+  grep -qx '/.h200/' "$REPO/.git/info/exclude" 2>/dev/null || {
+    mkdir -p "$REPO/.git/info"; echo '/.h200/' >> "$REPO/.git/info/exclude"; }
+  (cd "$REPO" && git check-ignore -q .h200/x) || die "$OUTDIR is not git-ignored: it would travel in every call"
+  rm -rf "$OUTDIR" && mkdir -p "$OUTDIR/build" "$OUTDIR/p1/wh" "$OUTDIR/p1/ansible" "$OUTDIR/p1/debs"
+  # p1: everything but the vLLM wheel (the first call boots systemd and runs the preflight with it).
+  find "$wh" -maxdepth 1 -type f ! -name "$(basename "$whl")" -exec cp {} "$OUTDIR/p1/wh/" \;
+  cp "$DL"/ansible/*.whl "$OUTDIR/p1/ansible/"; cp "$DL"/debs/*.deb "$OUTDIR/p1/debs/"
+  # The collections galaxy.yml declares (site.yml names community.docker's module), from the tools venv.
+  tar -C "$sp" -czf "$OUTDIR/p1/collections.tgz" ansible_collections/community/docker ansible_collections/ansible/posix
+  split -b "$PART_BYTES" -d -a 2 "$whl" "$OUTDIR/build/vllm.whl.part"
+  local n=1 p
+  for p in "$OUTDIR"/build/vllm.whl.part*; do
+    n=$((n + 1)); mkdir -p "$OUTDIR/p$n"; mv "$p" "$OUTDIR/p$n/"
   done
-  n=$((n + 1)); mkdir -p "$out/p$n/deps" "$out/p$n/ansible"
-  cp "$DL"/deps/*.whl "$out/p$n/deps/"; cp "$DL"/ansible/*.whl "$out/p$n/ansible/"
-  (cd "$out" && {
-    sha256sum build/vllm.tar.xz | sed 's| build/| |'
-    sha256sum p*/vllm.tar.xz.part* p*/deps/*.whl p*/ansible/*.whl
+  (cd "$OUTDIR" && {
+    sha256sum "$whl" | sed "s| .*/|  |"
+    sha256sum p*/vllm.whl.part* p1/wh/* p1/ansible/*.whl p1/debs/*.deb p1/collections.tgz
   } > SHA256SUMS)
-  echo "$n" > "$out/NPARTS"
-  for p in "$out"/p[0-9]*; do cp "$out/SHA256SUMS" "$out/NPARTS" "$p/"; done
-  mkdir -p "$out/bin" && cp "$HERE"/stage.sh "$HERE"/gpu-run.sh "$HERE"/gpu_run.py "$out/bin/"
-  du -sh "$out"/p[0-9]* "$out/bin"
-  echo "carry one part a call, back to back: .h200/p1 ... .h200/p$n (with .h200/bin)"
+  echo "$n" > "$OUTDIR/NPARTS"
+  for p in "$OUTDIR"/p[0-9]*; do cp "$OUTDIR/SHA256SUMS" "$OUTDIR/NPARTS" "$p/"; done
+  rm -rf "$OUTDIR/build"
+  du -sh "$OUTDIR"/p[0-9]*
+  echo "carry one part a call, back to back: .h200/p1 ... .h200/p$n"
 }
 
 cmd_check_device() {  # there: is this the H200 machine?
@@ -123,7 +102,7 @@ cmd_check_device() {  # there: is this the H200 machine?
 cmd_receive() {  # there: copy carried part N into $STAGE
   local n=${1:?receive N}
   cmd_check_device
-  [ -d ".h200/p$n" ] || die ".h200/p$n was not carried (run(carry=[\".h200/p$n\", \".h200/bin\"]))"
+  [ -d ".h200/p$n" ] || die ".h200/p$n was not carried (run(carry=[\".h200/p$n\"]))"
   mkdir -p "$STAGE"
   cp -a ".h200/p$n" "$STAGE/"
   (cd "$STAGE" && grep " p$n/" "p$n/SHA256SUMS" | sha256sum -c --quiet) || die "part $n: sha256 mismatch" 4
@@ -134,33 +113,41 @@ cmd_receive() {  # there: copy carried part N into $STAGE
   echo "part $n of $total verified; parts here:$have (machine up $(cut -d' ' -f1 /proc/uptime) s)"
 }
 
-cmd_install() {  # there: rejoin, verify, install into $SITE
+cmd_install() {  # there: ansible-core + collections (p1); the wheelhouse once every part is here
   cmd_check_device
-  if [ -e "$SITE/.installed" ]; then echo "already installed in $SITE"; return 0; fi
-  [ -s "$STAGE/NPARTS" ] || die "nothing staged in $STAGE: carry .h200/p1 first" 5
-  local total i miss=""
+  [ -d "$STAGE/p1" ] || die "part 1 is not staged in $STAGE: carry .h200/p1 first" 5
+  local total i miss="" wh whl first=$STAGE/p1
+  mkdir -p "$SITE" "$COLL"
+  if [ ! -e "$SITE/.installed" ]; then
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target "$SITE" "$first"/ansible/*.whl
+    tar -C "$COLL" -xzf "$first/collections.tgz"
+    date -u +%FT%TZ > "$SITE/.installed"
+  fi
+  PYTHONPATH=$SITE python3 -c 'import ansible.release as r; print("ansible-core", r.__version__)' || die "import check failed" 6
+  [ "${1:-}" = --early ] && return 0
   total=$(cat "$STAGE/NPARTS")
   for i in $(seq 1 "$total"); do [ -d "$STAGE/p$i" ] || miss="$miss $i"; done
   [ -z "$miss" ] || die "parts missing:$miss (the machine was given back in between? start again at part 1)" 5
-  (cd "$STAGE" && grep -v ' vllm.tar.xz$' SHA256SUMS | sha256sum -c --quiet) || die "sha256 mismatch in $STAGE" 4
-  cat "$STAGE"/p*/vllm.tar.xz.part* > "$STAGE/vllm.tar.xz"
-  (cd "$STAGE" && grep ' vllm.tar.xz$' SHA256SUMS | sha256sum -c) || die "rejoined vllm.tar.xz: sha256 mismatch" 4
-  mkdir -p "$SITE"
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target "$SITE" \
-    "$STAGE"/p*/deps/*.whl "$STAGE"/p*/ansible/*.whl
-  tar -xJf "$STAGE/vllm.tar.xz" -C "$SITE"
-  PYTHONPATH=$SITE python3 -c 'import vllm, ansible; print("vllm", vllm.__version__, "ansible-core", ansible.__version__ if hasattr(ansible, "__version__") else "")' \
-    || die "import check failed" 6
-  date -u +%FT%TZ > "$SITE/.installed"
-  echo "installed into $SITE ($(du -sh "$SITE" | cut -f1)); export PYTHONPATH=$SITE VLLM_USE_FLASHINFER_SAMPLER=0"
+  wh=$WH_THERE/$WH_NAME
+  whl=$(awk 'NR==1 {print $2}' "$STAGE/SHA256SUMS")
+  mkdir -p "$wh"
+  if [ ! -s "$wh/$whl" ]; then
+    cp "$first"/wh/* "$wh/"
+    cat "$STAGE"/p*/vllm.whl.part* > "$wh/$whl.tmp" && mv "$wh/$whl.tmp" "$wh/$whl"
+  fi
+  (cd "$wh" && head -1 "$STAGE/SHA256SUMS" | sha256sum -c --quiet) || die "rejoined $whl: sha256 mismatch" 4
+  if [ "${1:-}" = --pieces ] && [ ! -e "$SITE/vllm/__init__.py" ]; then
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target "$SITE" "$wh"/*.whl
+  fi
+  echo "wheelhouse $wh: $(ls "$wh"/*.whl | wc -l) wheels, $whl sha256 OK (PyPI's); ansible-core in $SITE"
 }
 
 case ${1:-} in
   download) cmd_download ;;
-  pack) cmd_pack "$(cd "${2:-$REPO}" && pwd)" ;;
-  all) cmd_download; cmd_pack "$(cd "${2:-$REPO}" && pwd)" ;;
+  pack) cmd_pack ;;
+  all) cmd_download; cmd_pack ;;
   check-device) cmd_check_device ;;
   receive) cmd_receive "${2:-}" ;;
-  install) cmd_install ;;
-  *) sed -n '2,13p' "$0"; exit 2 ;;
+  install) cmd_install "${2:-}" ;;
+  *) sed -n '2,19p' "$0"; exit 2 ;;
 esac

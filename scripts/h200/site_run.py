@@ -1,0 +1,307 @@
+#!/usr/bin/env python3
+# Copyright: llmops.serving contributors
+# Apache License 2.0 (see LICENSE)
+"""The collection's own path on the lent H200, under a real systemd (docs/h200.md).
+
+Runs THERE, after ``stage.sh install`` and ``boot-systemd.sh``: every step is
+what a user runs (``ansible-playbook ... -i scripts/h200/inventory``), inside the
+namespace where systemd is PID 1 (``nsenter -t PID -a``). Steps run in order
+until the deadline (argv[1], epoch seconds); the state file keeps the ones done,
+so the next device call goes on. Results: WORK/out/*.log, WORK/state.json.
+
+  site_run.py DEADLINE          # RESET=1 starts over; H200_STEPS=a,b picks steps
+"""
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+import urllib.request
+
+REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+WORK = os.environ.get("H200_WORK", "/tmp/h200site")
+OUTD = os.path.join(WORK, "out")
+STATE = os.path.join(WORK, "state.json")
+SITE = os.environ.get("SITE", "/tmp/site")
+PIDFILE = "/tmp/llmops-systemd.pid"
+INV = os.environ.get("H200_INV", os.path.join(REPO, "scripts", "h200", "inventory"))
+# The modules' interpreter (the inventory's, for the ansible.cfg-less ad-hoc parts).
+PY = os.environ.get("H200_PY", "/opt/torch/.venv/bin/python3")
+URL = "http://127.0.0.1:8000"
+UNIT = "vllm@tiny.service"
+PROMPT = "The quick brown fox jumps over the lazy dog"
+# name, seconds the step needs at least (else it waits for the next call).
+STEPS = [("preflight", 60), ("wheelhouse", 90), ("site1", 420), ("serve", 30), ("site2", 120), ("check", 120), ("verify", 200),
+         ("change", 300), ("rollback", 300), ("fault", 240), ("fixtures", 30)]
+
+
+def now():
+    return time.time()
+
+
+def log(*a):
+    line = " ".join(str(x) for x in a)
+    print(line, flush=True)
+    with open(os.path.join(OUTD, "site_run.txt"), "a") as f:
+        f.write(time.strftime("%H:%M:%S ") + line + "\n")
+
+
+def load():
+    if os.environ.get("RESET") == "1" or not os.path.exists(STATE):
+        return {"done": {}, "results": {}}
+    with open(STATE) as f:
+        return json.load(f)
+
+
+def save(st):
+    with open(STATE + ".tmp", "w") as f:
+        json.dump(st, f, indent=1, sort_keys=True)
+    os.replace(STATE + ".tmp", STATE)
+
+
+def ns():
+    with open(PIDFILE) as f:
+        return ["nsenter", "-t", f.read().strip(), "-a"]
+
+
+def env():
+    e = dict(os.environ)
+    coll = os.path.join(WORK, "collections")
+    e.update({
+        "PYTHONPATH": SITE, "LC_ALL": "C.UTF-8", "LANG": "C.UTF-8", "HOME": "/root",
+        "PATH": os.path.join(SITE, "bin") + ":/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+        "ANSIBLE_CONFIG": os.path.join(REPO, "ansible.cfg"),
+        "ANSIBLE_COLLECTIONS_PATH": coll, "ANSIBLE_NOCOLOR": "1", "ANSIBLE_FORCE_COLOR": "0",
+        "ANSIBLE_CALLBACKS_ENABLED": "ansible.posix.profile_roles,ansible.builtin.timer",
+        "ANSIBLE_PYTHON_INTERPRETER": PY, "PYTHONUNBUFFERED": "1",
+    })
+    return e
+
+
+def sh(cmd, timeout=120, inside=True):
+    argv = (ns() if inside else []) + ["bash", "-c", cmd]
+    p = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True,
+                       timeout=timeout, env=env(), check=False)
+    return p.returncode, p.stdout
+
+
+def playbook(name, args, timeout):
+    """ansible-playbook inside the systemd namespace; returns rc, seconds, recap {host: counts}."""
+    logf = os.path.join(OUTD, name + ".log")
+    argv = ns() + [sys.executable, os.path.join(SITE, "bin", "ansible-playbook"), "-i", INV] + args
+    t0 = now()
+    with open(logf, "w") as f:
+        f.write("$ " + " ".join(argv) + "\n")
+        f.flush()
+        try:
+            rc = subprocess.run(argv, stdout=f, stderr=subprocess.STDOUT, cwd=REPO, env=env(), timeout=timeout,
+                                check=False).returncode
+        except subprocess.TimeoutExpired:
+            rc = 124
+    sec = round(now() - t0, 1)
+    text = open(logf, errors="replace").read()
+    recap = {}
+    for m in re.finditer(r"^(\S+)\s+: ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)\s+skipped=(\d+)",
+                         text, re.M):
+        recap[m.group(1)] = dict(zip(("ok", "changed", "unreachable", "failed", "skipped"),
+                                     (int(x) for x in m.groups()[1:])))
+    roles = dict((m.group(1).strip(), float(m.group(2))) for m in
+                 re.finditer(r"^(\S[^\n]*?) -+ (\d+\.\d+)s$", text.split("PLAY RECAP")[-1], re.M))
+    log("%s: rc=%s %.1f s recap=%s" % (name, rc, sec, recap.get("h200")))
+    return {"rc": rc, "seconds": sec, "recap": recap.get("h200"), "profile": roles}
+
+
+def http(path, body=None, timeout=30):
+    req = urllib.request.Request(URL + path, data=json.dumps(body).encode() if body else None,
+                                 headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=timeout) as r:
+        return r.status, r.read()
+
+
+def completion(max_tokens=16):
+    t0 = now()
+    code, body = http("/v1/completions", {"model": "tiny", "prompt": PROMPT, "max_tokens": max_tokens,
+                                          "temperature": 0, "ignore_eos": True}, timeout=60)
+    return round((now() - t0) * 1000.0, 1), json.loads(body)["usage"]["completion_tokens"]
+
+
+def serving():
+    try:
+        code, _ = http("/health", timeout=5)
+        return code == 200 and completion(4)[1] > 0
+    except Exception:  # noqa: BLE001 - any failure is "not serving yet"
+        return False
+
+
+def gpu_used_mib():
+    p = subprocess.run(["nvidia-smi", "--query-gpu=memory.used", "--format=csv,noheader,nounits"],
+                       stdout=subprocess.PIPE, universal_newlines=True, check=False)
+    try:
+        return int(p.stdout.split()[0])
+    except (IndexError, ValueError):
+        return None
+
+
+def step_preflight(st):
+    """gpu_preflight on the real nvidia-smi/NVML (first call: before the vLLM wheel is here)."""
+    r = playbook("preflight", [os.path.join(REPO, "playbooks", "preflight.yml")], 300)
+    text = open(os.path.join(OUTD, "preflight.log"), errors="replace").read()
+    r["summary"] = [line.strip()[:700] for line in text.splitlines() if "mode cuda" in line or "KV tokens" in line][:4]
+    return r
+
+
+def step_wheelhouse(st):
+    return playbook("wheelhouse", [os.path.join(REPO, "playbooks", "wheelhouse.yml")], 600)
+
+
+def step_site1(st):
+    r = playbook("site1", [os.path.join(REPO, "site.yml")], 900)
+    r["gpu_used_mib"] = gpu_used_mib()
+    return r
+
+
+def step_serve(st):
+    """First request after the unit is active (the warmup hook ran), then the median of 20."""
+    first, _ = completion()
+    rest = sorted(completion()[0] for _ in range(20))
+    rc, show = sh("systemctl show %s -p ActiveState,SubState,NRestarts,MainPID,ExecMainStartTimestampMonotonic,"
+                  "ActiveEnterTimestampMonotonic" % UNIT)
+    return {"rc": 0, "first_ms": first, "median_ms": rest[10], "max_ms": rest[-1], "unit": show.strip().splitlines()}
+
+
+def step_site2(st):
+    r = playbook("site2", [os.path.join(REPO, "site.yml")], 600)
+    r["ok_expect"] = r["rc"] == 0 and (r["recap"] or {}).get("changed") == 0
+    return r
+
+
+def step_check(st):
+    r = playbook("check", [os.path.join(REPO, "site.yml"), "--check", "--diff"], 600)
+    r["ok_expect"] = r["rc"] == 0 and (r["recap"] or {}).get("changed") == 0
+    return r
+
+
+def step_verify(st):
+    return playbook("verify", [os.path.join(REPO, "playbooks", "verify.yml"), "-e", "verify_tool=vllm_bench",
+                               "-e", "verify_slo_p99_ttft_ms=500", "-e", "verify_slo_max_failed=0"], 600)
+
+
+def step_change(st):
+    """A changed option on the serving instance: snapshot, restart, readiness, snapshot dropped."""
+    before = sh("systemctl show -p MainPID --value %s" % UNIT)[1].strip()
+    r = playbook("change", [os.path.join(REPO, "site.yml"), "-e", json.dumps({"vllm_common_args": {"max_num_seqs": 128}})], 900)
+    r["main_pid"] = [before, sh("systemctl show -p MainPID --value %s" % UNIT)[1].strip()]
+    r["argv_has_change"] = "--max-num-seqs 128" in sh("systemctl cat %s" % UNIT)[1]
+    r["serving"] = serving()
+    return r
+
+
+def step_rollback(st):
+    """A change whose engine cannot start on the GPU (the instance env points CUDA at a GPU it
+    may not open): the readiness gate fails, the previous files come back, the old config serves."""
+    bad = {"vllm_common_args": {"max_num_seqs": 128},
+           "vllm_instances": [{"name": "tiny", "model": "/srv/models/tiny", "served_model_name": "tiny",
+                               "host": "127.0.0.1", "port": 8000, "gpus": [0], "readiness_timeout": 240,
+                               "env": {"CUDA_VISIBLE_DEVICES": "7"},
+                               "args": {"max_model_len": 2048, "gpu_memory_utilization": 0.5}}]}
+    t0 = now()
+    r = playbook("rollback", [os.path.join(REPO, "site.yml"), "-e", json.dumps(bad)], 900)
+    r["ok_expect"] = r["rc"] != 0
+    r["serving_after"] = serving()
+    r["seconds_to_serving_again"] = round(now() - t0, 1)
+    r["env_restored"] = "CUDA_VISIBLE_DEVICES=\"7\"" not in open("/etc/vllm/tiny.env").read()
+    text = open(os.path.join(OUTD, "rollback.log"), errors="replace").read()
+    r["messages"] = [line.strip()[:600] for line in text.splitlines() if "No CUDA GPUs" in line or "rolled back" in line
+                     or "restored" in line.lower()][:12]
+    return r
+
+
+def step_fault(st):
+    """kill -9 of the EngineCore while serving: systemd brings the unit back."""
+    pids = subprocess.run(["pgrep", "-f", "VLLM::EngineCore"], stdout=subprocess.PIPE, universal_newlines=True,
+                          check=False).stdout.split()
+    if not pids:
+        return {"rc": 1, "error": "no EngineCore process", "ps": sh("ps -eo pid,ppid,comm,args | grep -i vllm", inside=False)[1]}
+    used_before = gpu_used_mib()
+    nrestarts = sh("systemctl show -p NRestarts --value %s" % UNIT)[1].strip()
+    t0 = now()
+    subprocess.run(["kill", "-9", pids[0]], check=False)
+    samples, low, t_down, t_back = [], None, None, None
+    while now() - t0 < 220:
+        used = gpu_used_mib()
+        samples.append((round(now() - t0, 1), used))
+        if used is not None and (low is None or used < low[1]):
+            low = (round(now() - t0, 1), used)
+        up = serving()
+        if not up and t_down is None:
+            t_down = round(now() - t0, 1)
+        if up and t_down is not None:
+            t_back = round(now() - t0, 1)
+            break
+        time.sleep(0.5)
+    return {"rc": 0 if t_back else 1, "killed_pid": pids[0], "gpu_used_mib_before": used_before,
+            "gpu_used_mib_lowest": low, "gpu_used_mib_after": gpu_used_mib(), "down_at_s": t_down,
+            "serving_again_s": t_back, "nrestarts": [nrestarts, sh("systemctl show -p NRestarts --value %s" % UNIT)[1].strip()],
+            "samples": samples[::4]}
+
+
+def step_fixtures(st):
+    fx = os.path.join(OUTD, "fixtures")
+    os.makedirs(fx, exist_ok=True)
+    cmds = {
+        "proc-devices.txt": "cat /proc/devices",
+        "ls-dev-nvidia.txt": "ls -l /dev/nvidia* /dev/nvidia-caps/* 2>&1",
+        "systemctl-cat-vllm@tiny.txt": "systemctl cat %s" % UNIT,
+        "systemctl-show-vllm@tiny.txt": "systemctl show %s" % UNIT,
+        "journal-vllm@tiny.txt": "journalctl -u %s --no-pager -n 400" % UNIT,
+        "instance-env-keys.txt": "sed -E 's/=.*//' /etc/vllm/tiny.env",
+        "venv.txt": "ls -la /opt/vllm/venvs; cat /opt/vllm/venv/.llmops-venv.json; "
+                    "cat /opt/vllm/venv/lib/python3.12/site-packages/_llmops_inherit.pth",
+        "systemd-version.txt": "systemctl --version | head -1; systemctl is-system-running",
+    }
+    for name, cmd in cmds.items():
+        with open(os.path.join(fx, name), "w") as f:
+            f.write(sh(cmd, inside=not name.startswith("proc-"))[1])
+    for src in ("reports",):
+        if os.path.isdir(os.path.join(REPO, src)):
+            shutil.copytree(os.path.join(REPO, src), os.path.join(fx, src), dirs_exist_ok=True)
+    return {"rc": 0, "files": sorted(os.listdir(fx))}
+
+
+def main():
+    deadline = float(sys.argv[1])
+    os.makedirs(OUTD, exist_ok=True)
+    coll = os.path.join(WORK, "collections", "ansible_collections")
+    os.makedirs(os.path.join(coll, "llmops"), exist_ok=True)
+    if not os.path.islink(os.path.join(coll, "llmops", "serving")):
+        os.symlink(REPO, os.path.join(coll, "llmops", "serving"))
+    st = load()
+    pick = [s for s in os.environ.get("H200_STEPS", "").split(",") if s]
+    for name, need in STEPS:
+        if pick and name not in pick:
+            continue
+        if name in st["done"]:
+            continue
+        left = deadline - now()
+        if left < need:
+            log("stop before %s: %d s left, it needs %d" % (name, left, need))
+            break
+        log("== %s (%d s left)" % (name, left))
+        try:
+            res = globals()["step_" + name](st)
+        except Exception as e:  # noqa: BLE001 - record and go on to the next call
+            res = {"rc": 99, "error": "%s: %s" % (type(e).__name__, e)}
+        st["results"][name] = res
+        st["done"][name] = round(now(), 1)
+        save(st)
+        log(json.dumps(res)[:1500])
+        if name == "site1" and res.get("rc") != 0:
+            log("site1 failed: the later steps need a serving instance; stopping")
+            break
+    save(st)
+
+
+if __name__ == "__main__":
+    main()
