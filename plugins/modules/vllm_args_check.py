@@ -21,13 +21,18 @@ description:
     C(gpu_cache_usage_perc), env C(VLLM_ATTENTION_BACKEND)) with the real
     replacement named, option keys written as raw flags (C(--x), spaces,
     C(=)), and keys the role sets itself (C(model), C(port), C(api_key), ...).
-  - Then range checks - C(gpu_memory_utilization) in (0, 1],
-    C(tensor_parallel_size) x C(pipeline_parallel_size) x C(data_parallel_size)
-    <= GPUs assigned on CUDA hosts, GPUs shared by instances whose memory
-    shares add up to more than 1, C(kv_cache_dtype) choices, ports in
-    1..65535, unique, and not bound by a process other than the instance's
-    own C(vllm@NAME) unit.
-  - Then renders each instance's argv exactly as the unit runs it and parses
+  - Then range checks - C(gpu_memory_utilization) in (0, 1], the GPUs an
+    instance needs on this host <= GPUs assigned on CUDA hosts
+    (C(tensor_parallel_size) x C(pipeline_parallel_size) x C(data_parallel_size);
+    for an instance that spans hosts (C(nodes)) C(tensor_parallel_size) x
+    C(pipeline_parallel_size) / the number of nodes, the GPUs each node runs),
+    GPUs shared by instances whose memory shares add up to more than 1,
+    C(kv_cache_dtype) choices, ports in 1..65535, unique, and not bound by a
+    process other than the instance's own C(vllm@NAME) unit.
+  - Then renders each instance's argv exactly as the unit runs it (with
+    O(view), the view's argv - the multi-node options C(--nnodes),
+    C(--node-rank), C(--master-addr), C(--master-port), C(--headless) or
+    C(--distributed-executor-backend ray) of a spanning instance included) and parses
     all of them in B(one) child process of O(python) with the installed
     vLLM's own server argument parser, its pre-load checks and
     C(AsyncEngineArgs) (no engine, no model load), plus the attention backend,
@@ -89,13 +94,22 @@ options:
     default: 0.92
   view:
     description:
-      - The instance view (C(vllm_view), from the C(llmops.serving.vllm_instance_view) filter). When given, the
+      - The instance view of O(instances) (C(vllm_view), from the C(llmops.serving.vllm_instance_view) filter;
+        one entry per instance, in the same order). When given, the checks take each instance as it runs on
+        this host - the options the role adds to an instance that spans hosts (the entry's C(multinode_args)),
+        the GPUs it needs on this node (the entry's C(gpus_per_node)) and the argv the unit runs (the entry's
+        C(argv)) - and, with O(check_models), the
         model of each instance is checked on the host too, before anything is installed - the directory exists
         (unless O(fail_on_missing_model=false)), the service user can read it, C(ProtectHome) does not hide it,
         a relative path or hub id is not used with C(HF_HUB_OFFLINE=1), and C(max_model_len) is not above the
         model's C(max_position_embeddings) (times the C(rope_scaling) factor) from its C(config.json).
+      - Without it, the instances as given (an instance that spans hosts is parsed without the multi-node options).
     type: list
     elements: dict
+  check_models:
+    description: With O(view), check each instance's model on the host (see O(view)).
+    type: bool
+    default: true
   service_user:
     description: User the service runs as (for the model readability check). A user that does not exist yet owns nothing.
     type: str

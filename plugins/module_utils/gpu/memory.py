@@ -4,7 +4,7 @@
 """What the vLLM instances of a host need from each GPU (summed where they share).
 
 Input: the instance view (``vllm_instance.build_view`` fields ``name``, ``model``,
-``gpus``, ``tensor_parallel_size``, ``pipeline_parallel_size``,
+``gpus``, ``tensor_parallel_size``, ``pipeline_parallel_size``, ``gpus_per_node``,
 ``gpu_memory_utilization``, ``max_model_len``, ``argv``). Until that view lands,
 :func:`instance_fields` builds those fields from ``vllm_instances`` +
 ``vllm_common_args`` (swap it for ``build_view`` in ``plugins/filter/gpu.py``).
@@ -13,6 +13,8 @@ Input: the instance view (``vllm_instance.build_view`` fields ``name``, ``model`
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
+
+from ansible_collections.llmops.serving.plugins.module_utils import vllm_flags
 
 # vLLM's own default for --gpu-memory-utilization, used only when the caller
 # passes no vllm_default_gpu_memory_utilization (the vllm_service role's named default).
@@ -56,12 +58,17 @@ def instance_fields(instances, common_args=None, default_gpu_memory_utilization=
             gpus = [_int(g, name, "vllm_instances[%s].gpus" % name) for g in str(gpus).split(",")]
         util = args.get("gpu_memory_utilization")
         mml = args.get("max_model_len")
+        tp = _int(args.get("tensor_parallel_size") or 1, name, "tensor_parallel_size")
+        pp = _int(args.get("pipeline_parallel_size") or 1, name, "pipeline_parallel_size")
+        dp = _int(args.get("data_parallel_size") or 1, name, "data_parallel_size")
         view = {
             "name": name,
             "model": inst.get("model"),
             "gpus": gpus,
-            "tensor_parallel_size": _int(args.get("tensor_parallel_size") or 1, name, "tensor_parallel_size"),
-            "pipeline_parallel_size": _int(args.get("pipeline_parallel_size") or 1, name, "pipeline_parallel_size"),
+            "tensor_parallel_size": tp,
+            "pipeline_parallel_size": pp,
+            "gpus_per_node": vllm_flags.gpus_per_node(tp, pp, dp, inst.get("nodes")),
+            "nodes": list(inst["nodes"]) if vllm_flags.spans(inst.get("nodes")) else None,
             "gpu_memory_utilization": float(util) if util not in (None, "") else default,
             "max_model_len": _int(mml, name, "max_model_len") if mml not in (None, "", -1, "-1", "auto") else None,
             "args": dict((k, args[k]) for k in KV_OPTIONS if args.get(k) not in (None, "")),
@@ -85,22 +92,48 @@ def option(view, key):
 
 
 def world_size(view):
+    """The ranks the weights are split over (TP x PP, on all nodes of the instance together)."""
     return int(view.get("tensor_parallel_size") or 1) * int(view.get("pipeline_parallel_size") or 1)
+
+
+def gpus_on_node(view):
+    """The GPUs an instance runs on in this node: the view's ``gpus_per_node`` (entries
+    written by hand without it: the same rule, vllm_flags.gpus_per_node)."""
+    need = view.get("gpus_per_node")
+    if need is None:
+        need = vllm_flags.gpus_per_node(view.get("tensor_parallel_size") or 1,
+                                        view.get("pipeline_parallel_size") or 1, 1, view.get("nodes"))
+    return int(need or 0)
+
+
+def _too_few(name, v, world, what):
+    """The placement error of an instance that needs ``world`` GPUs here and gets fewer."""
+    tp, pp = v.get("tensor_parallel_size") or 1, v.get("pipeline_parallel_size") or 1
+    nodes = v.get("nodes")
+    if not vllm_flags.spans(nodes):
+        return ("instance %s: tensor_parallel_size %d x pipeline_parallel_size %d = %d GPUs, but %s. "
+                "Fix: lower tensor_parallel_size / pipeline_parallel_size or give the instance more GPUs."
+                % (name, tp, pp, world, what))
+    return ("instance %s: tensor_parallel_size %d x pipeline_parallel_size %d = %d ranks over %d nodes (%s) = %d GPUs "
+            "on each node, but %s. Fix: more GPUs per node, more nodes in vllm_instances[%s].nodes, or lower "
+            "tensor_parallel_size / pipeline_parallel_size." % (name, tp, pp, tp * pp, len(nodes), ", ".join(str(n) for n in nodes),
+                                                                world, what, name))
 
 
 def placement(views, gpus):
     """Which GPUs each instance runs on, and the errors (each names instance, variable, fix).
 
-    ``gpus`` listed: vLLM sees only those (CUDA_VISIBLE_DEVICES) and uses the first
-    tensor_parallel_size x pipeline_parallel_size of them. ``gpus`` unset: vLLM uses
-    the host's first TP x PP GPUs, so instances without ``gpus`` share GPU 0 onwards.
-    Returns ``(by_instance {name: [index]}, by_gpu {index: [view]}, errors)``.
+    An instance runs on :func:`gpus_on_node` GPUs here (the view's ``gpus_per_node``:
+    TP x PP x DP, or TP x PP / nodes for an instance that spans hosts). ``gpus``
+    listed: vLLM sees only those (CUDA_VISIBLE_DEVICES) and uses the first of them.
+    ``gpus`` unset: vLLM uses the host's first GPUs, so instances without ``gpus``
+    share GPU 0 onwards. Returns ``(by_instance {name: [index]}, by_gpu {index: [view]}, errors)``.
     """
     host = [g.get("index") for g in gpus]
     by_instance, by_gpu, errors = {}, dict((i, []) for i in host), []
     for v in views:
         name = v.get("name")
-        world = world_size(v)
+        world = gpus_on_node(v)
         listed = v.get("gpus")
         if listed is None:
             used = host[:world]
@@ -114,10 +147,7 @@ def placement(views, gpus):
             used = listed[:world]
             have, what = len(listed), "vllm_instances[%s].gpus is %s" % (name, listed)
         if have < world:
-            errors.append("instance %s: tensor_parallel_size %d x pipeline_parallel_size %d = %d GPUs, but %s. "
-                          "Fix: lower tensor_parallel_size / pipeline_parallel_size or give the instance more GPUs."
-                          % (name, v.get("tensor_parallel_size") or 1, v.get("pipeline_parallel_size") or 1,
-                             world, what))
+            errors.append(_too_few(name, v, world, what))
             continue
         by_instance[name] = used
         for i in used:

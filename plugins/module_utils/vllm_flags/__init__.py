@@ -10,8 +10,10 @@ Three layers, cheapest first, one file each:
    tutorials - each rejected with the real replacement named, plus option keys
    given as raw flag strings; the tables and the per-device advice are in
    :mod:`.knobs`.
-2. :mod:`.ranges` (``check_ranges``): gpu_memory_utilization in (0, 1], TP x
-   PP x DP <= GPUs assigned, kv_cache_dtype choices, ports; :mod:`.ports`
+2. :mod:`.ranges` (``check_ranges``): gpu_memory_utilization in (0, 1], the
+   GPUs an instance needs on this node (``gpus_per_node``: TP x PP x DP, or
+   TP x PP / nodes for an instance that spans hosts) <= GPUs assigned,
+   kv_cache_dtype choices, ports; :mod:`.ports`
    (``check_ports``) for sockets already bound by another process.
 3. :mod:`.parser` (``PARSER_CHILD``): a script run by the vLLM venv's Python
    that builds the installed vLLM's own server argument parser (no engine, no
@@ -39,7 +41,7 @@ from ansible_collections.llmops.serving.plugins.module_utils.vllm_flags.options 
     as_int, format_problems, inst_path, int_or_none, lookup, merged_options, normalize_key, option_source, problem)
 from ansible_collections.llmops.serving.plugins.module_utils.vllm_flags.fictional import (  # noqa: F401
     check_fictional, checked_elsewhere)
-from ansible_collections.llmops.serving.plugins.module_utils.vllm_flags.ranges import check_ranges  # noqa: F401
+from ansible_collections.llmops.serving.plugins.module_utils.vllm_flags.ranges import check_ranges, gpus_per_node, spans  # noqa: F401
 from ansible_collections.llmops.serving.plugins.module_utils.vllm_flags.ports import (  # noqa: F401
     addresses_overlap, check_ports, parse_ss_listeners, unit_of_pid)
 from ansible_collections.llmops.serving.plugins.module_utils.vllm_flags.parser import (  # noqa: F401

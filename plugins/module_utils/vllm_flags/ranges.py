@@ -2,8 +2,9 @@
 # Copyright: llmops.serving contributors
 # Apache License 2.0 (see LICENSE)
 """Layer 2: ranges and consistency that need no vLLM: ports, gpu_memory_utilization
-in (0, 1] and its sum on shared GPUs, kv_cache_dtype choices, TP x PP x DP <=
-GPUs assigned, the uni executor with more than one worker, ``gpus`` indexes.
+in (0, 1] and its sum on shared GPUs, kv_cache_dtype choices, the GPUs an
+instance needs on this node (``gpus_per_node``, the rule) <= GPUs assigned, the
+uni executor with more than one worker, ``gpus`` indexes.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -15,12 +16,71 @@ from ansible_collections.llmops.serving.plugins.module_utils.vllm_flags.knobs im
 from ansible_collections.llmops.serving.plugins.module_utils.vllm_flags.options import as_int, inst_path, lookup, merged_options, option_source, problem
 
 
+def spans(nodes):
+    """Whether an instance's ``nodes`` value makes it span hosts (vllm_multinode.is_multinode)."""
+    return nodes not in (None, "", [])
+
+
+def gpus_per_node(tensor_parallel_size, pipeline_parallel_size, data_parallel_size=1, nodes=None):
+    """The GPUs an instance runs on in ONE node: the rule, written once.
+
+    A spanning instance (``nodes``: its hosts, vllm_multinode.py) runs
+    TP x PP / len(nodes) ranks on each node - vLLM's layout: every node runs
+    its share of the world (``--nnodes``: the multiproc executor's local world
+    size; ``ray``: the layout of GPUs per node x nodes the ray_cluster role
+    declares) - so one node needs that many GPUs; None when TP x PP does not
+    split evenly over the nodes (vllm_multinode.check says so, naming the fix).
+    A single-host instance needs TP x PP x DP. The instance view keeps the
+    result (field ``gpus_per_node``); check_ranges and gpu/memory.py read it
+    from there.
+    """
+    world = int(tensor_parallel_size) * int(pipeline_parallel_size)
+    if spans(nodes):
+        count = len(nodes) if isinstance(nodes, (list, tuple)) else 1
+        return world // count if world % count == 0 else None
+    return world * int(data_parallel_size)
+
+
+def _gpus_problem(i, inst, sizes, need, assigned, where, gpu_count):
+    """The message when an instance needs more GPUs on this node than it is given."""
+    path = (sizes["tensor_parallel_size"][1] or sizes["pipeline_parallel_size"][1]
+            or sizes["data_parallel_size"][1] or inst_path(i))
+    tp, pp, dp = (sizes["tensor_parallel_size"][0], sizes["pipeline_parallel_size"][0],
+                  sizes["data_parallel_size"][0])
+    if not spans(inst.get("nodes")):
+        return problem(path, "--tensor-parallel-size", "range",
+                       "%s: tensor_parallel_size x pipeline_parallel_size x data_parallel_size = %d x %d x %d = %d "
+                       "GPUs, but %s gives %d; lower the sizes or assign more GPUs in %s"
+                       % (path, tp, pp, dp, need, where, assigned, inst_path(i, "gpus")))
+    nodes = inst["nodes"]
+    nodes, world = [str(n) for n in nodes] if isinstance(nodes, (list, tuple)) else [str(nodes)], tp * pp
+    if inst.get("gpus") is not None and (gpu_count is None or int(gpu_count) >= need):
+        more_gpus = "list %d GPUs in %s" % (need, inst_path(i, "gpus"))
+    else:
+        more_gpus = "nodes with %d GPUs or more" % need
+    fits = [n for n in range(len(nodes) + 1, world + 1) if world % n == 0 and world // n <= assigned]
+    more_nodes = ("%d nodes in %s (%d ranks / %d = %d GPUs a node)" % (fits[0], inst_path(i, "nodes"), world,
+                                                                       fits[0], world // fits[0])
+                  if fits else "more nodes in %s" % inst_path(i, "nodes"))
+    return problem(path, "--tensor-parallel-size", "range",
+                   "%s: instance %s spans %d nodes (%s): tensor_parallel_size x pipeline_parallel_size = %d x %d = "
+                   "%d ranks / %d nodes = %d GPUs needed on each node, but on this node %s gives %d. Fix: %s, %s, "
+                   "or lower tensor_parallel_size x pipeline_parallel_size to %d x %d nodes = %d or less"
+                   % (path, inst.get("name"), len(nodes), ", ".join(nodes), tp, pp, world, len(nodes), need, where,
+                      assigned, more_gpus, more_nodes, assigned, len(nodes), assigned * len(nodes)))
+
+
 def check_ranges(instances, common_args=None, gpu_count=None, device="auto",
-                 default_gpu_memory_utilization=DEFAULT_GPU_MEMORY_UTILIZATION):
+                 default_gpu_memory_utilization=DEFAULT_GPU_MEMORY_UTILIZATION, views=None):
     """Range and consistency problems that need no vLLM.
 
+    ``instances``: as they run (a spanning instance with the options
+    vllm_multinode adds, see vllm_multinode.running_instance).
     ``default_gpu_memory_utilization``: the share an instance without the
     option takes (the role's vllm_default_gpu_memory_utilization).
+    ``views``: the instance view entries of ``instances`` (same order), when
+    there is a view: each instance's GPUs on this node is its entry's
+    ``gpus_per_node``; without a view (or the field), ``gpus_per_node()``.
     """
     problems = []
     ports = {}
@@ -119,18 +179,12 @@ def check_ranges(instances, common_args=None, gpu_count=None, device="auto",
                 assigned, where = len(gpus), "%s (%r)" % (inst_path(i, "gpus"), list(gpus))
             elif gpu_count is not None:
                 assigned, where = int(gpu_count), "the host's GPU count"
-            needed = sizes["tensor_parallel_size"][0] * sizes["pipeline_parallel_size"][0] \
-                * sizes["data_parallel_size"][0]
-            if assigned is not None and needed > assigned:
-                path = (sizes["tensor_parallel_size"][1] or sizes["pipeline_parallel_size"][1]
-                        or sizes["data_parallel_size"][1] or inst_path(i))
-                problems.append(problem(path, "--tensor-parallel-size", "range",
-                                        "%s: tensor_parallel_size x pipeline_parallel_size x data_parallel_size "
-                                        "= %d x %d x %d = %d GPUs, but %s gives %d; lower the sizes or assign "
-                                        "more GPUs in %s" % (
-                                            path, sizes["tensor_parallel_size"][0],
-                                            sizes["pipeline_parallel_size"][0], sizes["data_parallel_size"][0],
-                                            needed, where, assigned, inst_path(i, "gpus"))))
+            needed = (views[i] if views is not None and i < len(views) else {}).get("gpus_per_node")
+            if needed is None:
+                needed = gpus_per_node(sizes["tensor_parallel_size"][0], sizes["pipeline_parallel_size"][0],
+                                       sizes["data_parallel_size"][0], inst.get("nodes"))
+            if assigned is not None and needed is not None and needed > assigned:
+                problems.append(_gpus_problem(i, inst, sizes, needed, assigned, where, gpu_count))
             if gpus is not None and gpu_count is not None:
                 bad = [g for g in gpus if not str(g).isdigit() or int(g) >= int(gpu_count)]
                 if bad:

@@ -196,6 +196,7 @@ def check(instances, settings):
         return ["vllm_instances must be a non-empty list of instances ({name, model, ...})"]
     problems += _check_settings(settings)
     seen_names, seen_ports = {}, {}
+    running = list(instances)
     for i, inst in enumerate(instances):
         if not isinstance(inst, dict):
             problems.append("vllm_instances[%d] must be a dict with name and model, got %r" % (i, inst))
@@ -216,12 +217,15 @@ def check(instances, settings):
             except ValueError:
                 own.append("%s: max_model_len %r is not a length: write 8192, 32k (x1000), 32K (x1024) or -1/auto"
                            % (vllm_flags.option_source(i, inst, settings.get("common_args") or {}, key), mml))
-        own += vllm_multinode.check(i, inst, settings)
-        problems += ["%s: %s" % (_label(i, inst), m) for m in own]
+        multi = vllm_multinode.check(i, inst, settings)
+        if not multi and vllm_multinode.is_multinode(inst):
+            # The flag checks below see the instance as it runs (the backend the role sets).
+            running[i] = vllm_multinode.running_instance(inst, vllm_multinode.plan(inst, settings)["options"])
+        problems += ["%s: %s" % (_label(i, inst), m) for m in own + multi]
     device = settings.get("device", "auto")
     flag_problems = (vllm_flags.check_fictional(instances, settings.get("common_args"), settings.get("common_env"),
                                                 device)
-                     + vllm_flags.check_ranges(instances, settings.get("common_args"), settings.get("gpu_count"),
+                     + vllm_flags.check_ranges(running, settings.get("common_args"), settings.get("gpu_count"),
                                                device, settings.get("default_gpu_memory_utilization",
                                                                     vllm_flags.DEFAULT_GPU_MEMORY_UTILIZATION)))
     names = dict(("vllm_instances[%d]" % i, inst.get("name")) for i, inst in enumerate(instances)
@@ -230,9 +234,6 @@ def check(instances, settings):
         if prob["kind"] == "range" and prob["option"] == "--port":
             continue  # the port rules above say it with the instance name
         m = re.match(r"^(vllm_instances\[\d+\])", prob["path"] or "")
-        if m and prob["option"] in vllm_multinode.SPANNED_OPTIONS and vllm_multinode.is_multinode(
-                instances[int(m.group(1)[15:-1])]):
-            continue  # sizes span the nodes: vllm_multinode checks GPUs per node x nodes
         who = "instance %s (%s)" % (names.get(m.group(1)), m.group(1)) if m else prob["path"]
         problems.append("%s: %s" % (who, prob["msg"]))
     return problems

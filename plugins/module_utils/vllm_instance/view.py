@@ -37,8 +37,7 @@ def _warmup_hook(python, settings, url, has_key):
 
 def _one(index, inst, settings):
     multi = vllm_multinode.plan(inst, settings)
-    if multi:
-        inst = dict(inst, args=dict(inst.get("args") or {}, **multi["options"]))
+    inst = vllm_multinode.running_instance(inst, multi["options"] if multi else None)
     name = inst["name"]
     python = settings.get("python", "/opt/vllm/venv/bin/python")
     home = settings.get("home", "/var/lib/vllm")
@@ -48,6 +47,9 @@ def _one(index, inst, settings):
     opts = vllm_flags.merged_options(inst, settings.get("common_args") or {})
     key, tp = vllm_flags.lookup(opts, "tensor_parallel_size", "tp")
     key, pp = vllm_flags.lookup(opts, "pipeline_parallel_size", "pp")
+    key, dp = vllm_flags.lookup(opts, "data_parallel_size", "dp")
+    tp, pp, dp = (vllm_flags.int_or_none(tp) or 1, vllm_flags.int_or_none(pp) or 1,
+                  vllm_flags.int_or_none(dp) or 1)
     key, gmu = vllm_flags.lookup(opts, "gpu_memory_utilization", "device_memory_utilization")
     key, mml = vllm_flags.lookup(opts, "max_model_len")
     has_key = len(instance_api_key(name, settings.get("api_key"), settings.get("api_keys"))) > 0
@@ -76,8 +78,11 @@ def _one(index, inst, settings):
         "url": url,
         "port": port,
         "gpus": [int(g) for g in gpus] if isinstance(gpus, (list, tuple)) else None,
-        "tensor_parallel_size": vllm_flags.int_or_none(tp) or 1,
-        "pipeline_parallel_size": vllm_flags.int_or_none(pp) or 1,
+        "tensor_parallel_size": tp,
+        "pipeline_parallel_size": pp,
+        # The GPUs this instance runs on in this node (the rule: vllm_flags.gpus_per_node);
+        # the host's option check and the GPU preflight read it from here.
+        "gpus_per_node": vllm_flags.gpus_per_node(tp, pp, dp, multi["nodes"] if multi else None),
         "gpu_memory_utilization": float(gmu) if gmu is not None else float(
             settings.get("default_gpu_memory_utilization", vllm_flags.DEFAULT_GPU_MEMORY_UTILIZATION)),
         "max_model_len": parse_model_len(mml) if mml is not None else None,
@@ -107,6 +112,9 @@ def _one(index, inst, settings):
         "head_address": multi["head_address"] if multi else None,
         "serves_http": multi["serves_http"] if multi else True,
         "master_port": multi["master_port"] if multi and multi["distributed_mode"] == "native" else None,
+        # The options the role adds to the argv (vllm_multinode.plan): the host check
+        # checks the instance with them (vllm_multinode.running_instance).
+        "multinode_args": dict(multi["options"]) if multi else {},
     }
 
 

@@ -102,6 +102,44 @@ def test_placement_errors_name_the_instance_and_variable():
     assert "instance far: vllm_instances[far].gpus lists GPU(s) [5], but this host has GPU(s) [0]" in msgs[1]
 
 
+def spanning_views(host, mode="native"):
+    """The vllm_view of TP 8 x PP 2 over nodes a, b on ``host`` (issue 29), with the weights estimate."""
+    from ansible_collections.llmops.serving.plugins.module_utils import vllm_instance
+    vs = vllm_instance.build_view(
+        [{"name": "big", "model": "/srv/models/big", "nodes": ["a", "b"], "distributed_mode": mode,
+          "args": {"tensor_parallel_size": 8, "pipeline_parallel_size": 2}}],
+        {"device": "cuda", "gpu_count": None, "inventory_hostname": host,
+         "node_addresses": {"a": "10.0.0.1", "b": "10.0.0.2"}})
+    for v in vs:
+        v["weights"] = weights.estimate_weights(LLAMA3_8B)
+    return vs
+
+
+@pytest.mark.parametrize("mode,host", [("native", "a"), ("native", "b"), ("ray", "a")])
+def test_spanning_instance_takes_tp_pp_over_nodes_gpus_of_each_8_gpu_node(mode, host):
+    f = h200_facts(8)
+    vs = spanning_views(host, mode)
+    assert memory.placement(vs, f["gpus"])[0::2] == ({"big": [0, 1, 2, 3, 4, 5, 6, 7]}, [])
+    r = checks.preflight_report(f, settings(vs))
+    assert r["failed"] == [] and r["placement"] == {"big": list(range(8))}
+
+
+def test_spanning_instance_on_4_gpu_nodes_fails_naming_need_have_and_fix():
+    f = h200_facts(4)
+    r = checks.preflight_report(f, settings(spanning_views("b")))
+    assert r["failed"] == ["memory_total"]
+    msg = r["checks"]["memory_total"]["messages"][0]
+    for needle in ("gpu01: instance big: tensor_parallel_size 8 x pipeline_parallel_size 2 = 16 ranks over 2 nodes "
+                   "(a, b) = 8 GPUs on each node, but the host has 4 GPU(s)",
+                   "Fix: more GPUs per node, more nodes in vllm_instances[big].nodes, or lower tensor_parallel_size"):
+        assert needle in msg, (needle, msg)
+    # the interim adapter (hosts that only alias vllm_instances) says the same
+    vs = memory.instance_fields([{"name": "big", "nodes": ["a", "b"],
+                                  "args": {"tensor_parallel_size": 8, "pipeline_parallel_size": 2}}])
+    assert vs[0]["gpus_per_node"] == 8
+    assert "= 8 GPUs on each node, but the host has 4 GPU(s)" in memory.placement(vs, f["gpus"])[2][0]
+
+
 def test_weights_share_uses_tp_times_pp():
     f = h200_facts(2)
     big = dict(LLAMA3_8B, num_hidden_layers=320)  # ~80B parameters, 150 GiB bf16

@@ -99,13 +99,21 @@ def test_ranks_must_split_over_nodes():
     fails(inst(args={"tensor_parallel_size": 3}), ["3 ranks do not split evenly over 2 nodes"])
 
 
-def test_gpus_per_node_times_nodes_must_match_tp_pp():
-    fails(inst(distributed_mode="ray", gpus=[0, 1], args={"pipeline_parallel_size": 2}),
-          ["GPUs per node x nodes = 2 x 2 = 4", "= 1 x 2 = 2"], device="cuda", gpu_count=2)
+def test_each_node_needs_tp_times_pp_over_nodes_gpus():
+    """vllm_flags.gpus_per_node: TP x PP / nodes on each node, compared with the node's GPUs
+    (more GPUs than that are left idle, as on a single host)."""
+    v = V.build_view([inst(distributed_mode="ray", gpus=[0, 1], args={"pipeline_parallel_size": 2})],
+                     settings(device="cuda", gpu_count=2))[0]
+    assert v["gpus_per_node"] == 1
     # 4 GPUs a node, TP 4 x PP 2 across 2 nodes: valid although one host has only 4.
-    V.build_view([inst(distributed_mode="ray", gpus=[0, 1, 2, 3],
-                       args={"tensor_parallel_size": 4, "pipeline_parallel_size": 2})],
-                 settings(device="cuda", gpu_count=4))
+    v = V.build_view([inst(distributed_mode="ray", gpus=[0, 1, 2, 3],
+                           args={"tensor_parallel_size": 4, "pipeline_parallel_size": 2})],
+                     settings(device="cuda", gpu_count=4))[0]
+    assert v["gpus_per_node"] == 4
+    fails(inst(distributed_mode="ray", gpus=[0], args={"tensor_parallel_size": 2, "pipeline_parallel_size": 2}),
+          ["instance big (vllm_instances[0])", "4 ranks / 2 nodes = 2 GPUs needed on each node",
+           "vllm_instances[0].gpus ([0]) gives 1", "list 2 GPUs in vllm_instances[0].gpus"],
+          device="cuda", gpu_count=2)
 
 
 def test_role_derived_options_refused():
