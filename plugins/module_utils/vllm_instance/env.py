@@ -65,16 +65,13 @@ def instance_env(instance, settings):
 
 
 def gpus_per_node(instance, settings):
-    """The GPUs one node of the instance runs on: tensor_parallel_size x
-    pipeline_parallel_size, divided among the nodes of a spanning instance."""
+    """The GPUs one node of the instance runs on (the rule: vllm_flags.gpus_per_node)."""
     opts = vllm_flags.merged_options(instance, settings.get("common_args") or {})
-    world = 1
-    for names in (("tensor_parallel_size", "tp"), ("pipeline_parallel_size", "pp")):
-        world *= max(vllm_flags.int_or_none(vllm_flags.lookup(opts, *names)[1]) or 1, 1)
+    sizes = [max(vllm_flags.int_or_none(vllm_flags.lookup(opts, *names)[1]) or 1, 1)
+             for names in (("tensor_parallel_size", "tp"), ("pipeline_parallel_size", "pp"),
+                           ("data_parallel_size", "dp"))]
     nodes = instance.get("nodes")
-    if isinstance(nodes, (list, tuple)) and len(nodes) > 1 and world % len(nodes) == 0:
-        world //= len(nodes)
-    return world
+    return vllm_flags.gpus_per_node(sizes[0], sizes[1], sizes[2], nodes if nodes not in (None, "", []) else None) or 1
 
 
 def instance_devices(instance, settings):
