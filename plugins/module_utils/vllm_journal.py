@@ -24,7 +24,8 @@ TROUBLE_RE = re.compile(r"Traceback \(most recent call last\)|\bERROR\b|\b\w*(Er
                         r"|status=[1-9]\d*/|Failed with result")
 # The line that names the cause, best first.
 CAUSE_RES = (
-    re.compile(r"\b[A-Za-z_][\w.]*(Error|Exception): \S.*$"),   # the root exception (first one raised)
+    re.compile(r"\b[A-Za-z_][\w.]*(Error|Exception)\w*: \S.*$"),  # the root exception (first one raised;
+    #                                                          NVMLError_InvalidArgument: too)
     re.compile(r": error: .*$"),                                 # argparse: unknown/invalid option
     re.compile(r"vllm_warmup: FAILED.*$"),                       # the ExecStartPost hook
     re.compile(r"(Main process exited|Failed with result).*$"),  # systemd
@@ -35,9 +36,10 @@ NOISE_RE = re.compile(r"^(nanobind: | - leaked | - \.\.\. skipped|See https://na
 CALM_RE = re.compile(r"^(\(\w+ pid=\d+\) )?(INFO|WARNING|DEBUG)\b|^INFO: ")
 
 
-# Traceback frames and code lines (indented after vLLM's log prefix): left out,
+# Traceback frames and code lines (indented after vLLM's log prefix, with or
+# without its ERROR header: the API server prints bare tracebacks): left out,
 # the exception line that ends the traceback stays.
-FRAME_RE = re.compile(r"^(\(\w+ pid=\d+\) ERROR \S+ \S+ \[[^\]]*\] )?\s+\S")
+FRAME_RE = re.compile(r"^(\(\w+ pid=\d+\) (ERROR \S+ \S+ \[[^\]]*\] )?)?\s+\S")
 
 
 def _trouble(line):

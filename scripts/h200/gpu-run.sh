@@ -35,7 +35,7 @@ case ${1:-} in
   go)
     [ -n "${2:-}" ] && { bash "$BIN/stage.sh" receive "$2" || exit $?; }
     T=$(date +%s)
-    bash "$BIN/stage.sh" install 2>&1 | tee /tmp/gpurun/out/install.txt
+    SITE=/tmp/site bash "$BIN/stage.sh" install --pieces 2>&1 | tee /tmp/gpurun/out/install.txt
     [ "${PIPESTATUS[0]}" = 0 ] || exit 6
     echo "install step: $(( $(date +%s) - T )) s" | tee -a /tmp/gpurun/out/install.txt
     export PYTHONPATH=/tmp/site

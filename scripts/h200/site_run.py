@@ -21,11 +21,11 @@ import time
 import urllib.request
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-WORK = os.environ.get("H200_WORK", "/tmp/h200site")
+WORK = os.environ.get("H200_WORK", "/var/lib/llmops-h200/work")
 OUTD = os.path.join(WORK, "out")
 STATE = os.path.join(WORK, "state.json")
-SITE = os.environ.get("SITE", "/tmp/site")
-PIDFILE = "/tmp/llmops-systemd.pid"
+SITE = os.environ.get("SITE", "/var/lib/llmops-h200/site")
+PIDFILE = "/var/lib/llmops-h200/systemd.pid"
 INV = os.path.join(REPO, os.environ.get("H200_INV", os.path.join("scripts", "h200", "inventory")))
 # The modules' interpreter (the inventory's, for the ansible.cfg-less ad-hoc parts).
 PY = os.environ.get("H200_PY", "/opt/torch/.venv/bin/python3")

@@ -8,9 +8,9 @@
 #          scripts/h200/stage.sh pack       # -> .h200/p1..p5 + SHA256SUMS (git-ignored)
 #   there: bash scripts/h200/stage.sh receive N      # one device call per part, back to back
 #          bash scripts/h200/stage.sh install [--early|--pieces]
-#                # ansible-core into /tmp/site (--early: only that, from p1); the vLLM wheel
+#                # ansible-core into /var/lib/llmops-h200/site (--early: only that, from p1); the vLLM wheel
 #                # rejoined byte for byte into the wheelhouse's controller cache (sha256 = PyPI's);
-#                # --pieces also unpacks vLLM and its lock into /tmp/site for gpu-run.sh (argv
+#                # --pieces also unpacks vLLM and its lock into /var/lib/llmops-h200/site for gpu-run.sh (argv
 #                # started by hand, no systemd)
 #
 # p1 holds all but the vLLM wheel: the lock's 42 wheels and the wheelhouse's requirements.json,
@@ -22,8 +22,8 @@ set -euo pipefail
 
 VLLM_VERSION=0.25.1
 PART_BYTES=${PART_BYTES:-62600000}
-STAGE=${STAGE:-/tmp/stage}
-SITE=${SITE:-/tmp/site}
+STAGE=${STAGE:-/var/lib/llmops-h200/stage}
+SITE=${SITE:-/var/lib/llmops-h200/site}
 HERE=$(cd "$(dirname "$0")" && pwd)
 REPO=$(cd "$HERE/../.." && pwd)
 DL=${H200_DL:-$REPO/.cache/h200/dl}
@@ -33,7 +33,7 @@ WH_HERE=$REPO/.cache/wheelhouses
 WH_THERE=${WH_THERE:-/var/cache/llmops/wheelhouses}
 OUTDIR=$REPO/.h200
 # The collections the runner's ansible-playbook reads (site_run.py: ANSIBLE_COLLECTIONS_PATH).
-COLL=${H200_COLL:-/tmp/h200site/collections}
+COLL=${H200_COLL:-/var/lib/llmops-h200/work/collections}
 
 # ansible-core for the collection there (jinja2, PyYAML, MarkupSafe and packaging are in the image).
 ANSIBLE=(ansible-core==2.19.14 resolvelib==1.2.1 cryptography==50.0.2 cffi==2.1.1 pycparser==3.12)
