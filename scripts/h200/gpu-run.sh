@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The device side of docs/h200.md. Runs on the H200 machine in the root of the
-# checkout that the device tool sent, with the carried .h200/ folders.
-#   bash .h200/bin/gpu-run.sh probe      what the machine is (GPU, PID 1, systemd)
-#   bash .h200/bin/gpu-run.sh go [N]     receive part N, install, then gpu_run.py
+# checkout that the device tool sent, with the carried .h200/ folders (docs/h200.md, the route by hand).
+#   bash scripts/h200/gpu-run.sh probe      what the machine is (GPU, PID 1, systemd)
+#   bash scripts/h200/gpu-run.sh go [N]     receive part N, install, then gpu_run.py
 #                                        steps until ~40 s before the 600 s limit
 # Results: $OUT/gpurun.tar.gz (everything) and $OUT/summary.json.
 set -uo pipefail
