@@ -196,10 +196,10 @@ def check_settings(backends, settings, views):
 
 
 # The request headers a client may present its key in, and the scheme before
-# the key in each. OpenAI clients, curl and the Anthropic SDK's ``auth_token``
-# (Claude Code's ANTHROPIC_AUTH_TOKEN) send ``Authorization: Bearer KEY`` (the
-# scheme is case-insensitive, as in vLLM's own check); the Anthropic SDK's
-# ``api_key`` (Claude Code's ANTHROPIC_API_KEY) sends ``x-api-key: KEY``.
+# the key in each. OpenAI clients, curl, the Anthropic SDK 2.x (``api_key`` and
+# ``auth_token``) and Claude Code's ANTHROPIC_AUTH_TOKEN send ``Authorization:
+# Bearer KEY`` (the scheme is case-insensitive, as in vLLM's own check); Claude
+# Code's ANTHROPIC_API_KEY sends ``x-api-key: KEY`` (the Anthropic API's header).
 KEY_HEADERS = {"authorization": "Bearer ", "x-api-key": ""}
 
 
