@@ -44,10 +44,26 @@ if ! "$py" -c 'import ensurepip, venv' >/dev/null 2>&1; then
 fi
 rm -rf "$venv"
 "$py" -m venv "$venv"
-"$venv/bin/pip" install -q --upgrade pip
-echo "make venv: installing tests/requirements.txt into $venv with Python $ver (a minute or two)"
-# One line per package as progress (pip -q is silent for minutes).
-"$venv/bin/pip" install --progress-bar off -r tests/requirements.txt 2>&1 \
-  | grep --line-buffered -E '^(Collecting|Successfully installed|ERROR)' | cut -c1-100 || true
-"$venv/bin/python" -c 'import ansible, molecule, pytest' || { echo "make venv: the install failed" >&2; exit 1; }
+# pip's own output (hundreds of lines) goes to a log on disk; the screen gets one
+# progress line (updated in place on a terminal) and the result.
+mkdir -p .cache
+log=$PWD/.cache/make-venv-pip.log
+echo "make venv: installing tests/requirements.txt into $venv with Python $ver (a minute or two; pip's log: ${log#"$PWD"/})"
+{ "$venv/bin/pip" install -q --upgrade pip && "$venv/bin/pip" install --progress-bar off -r tests/requirements.txt; } >"$log" 2>&1 &
+pip_pid=$!
+if [ -t 1 ]; then
+  while kill -0 "$pip_pid" 2>/dev/null; do
+    printf '\r\033[Kmake venv: pip: %d packages collected, %d s' "$(grep -c '^Collecting' "$log" || true)" "$SECONDS"
+    sleep 1
+  done
+  printf '\r\033[K'
+fi
+rc=0; wait "$pip_pid" || rc=$?
+if [ "$rc" -ne 0 ] || ! "$venv/bin/python" -c 'import ansible, molecule, pytest' 2>/dev/null; then
+  echo "make venv: the install failed (pip rc $rc); the end of ${log#"$PWD"/}:" >&2
+  tail -n 25 "$log" >&2
+  exit 1
+fi
+n=$(grep -m1 '^Successfully installed' "$log" | wc -w || true)
+echo "make venv: $(( n > 2 ? n - 2 : 0 )) packages installed in ${SECONDS} s (pip's log: ${log#"$PWD"/})"
 touch "$venv/.stamp"

@@ -109,10 +109,12 @@ fi
 if [ -z "${LLMOPS_SKIP_LIVE:-}" ]; then
   stage live-modules env VLLM_TEST_PYTHON="$vllm_python" pytest -q -p no:cacheprovider -m vllm_live \
     tests/integration/test_vllm_live.py
-  # EvalScope (its own venv, cached under .cache/) against a real vLLM server:
-  # molecule/vllm_service (load phase) covers vllm bench, the sweep and the bounds.
+  # EvalScope (its own venv, cached under .cache/) and the Anthropic Messages
+  # load (verify_api=anthropic: vllm bench + the Anthropic SDK) against a real
+  # vLLM server: molecule/vllm_service (load phase) covers vllm bench, the sweep
+  # and the bounds.
   stage live-evalscope env VLLM_TEST_PYTHON="$vllm_python" EVALSCOPE_VENV="$PWD/.cache/evalscope-venv" \
-    pytest -q -p no:cacheprovider tests/integration/test_verify_live.py -k evalscope
+    pytest -q -p no:cacheprovider tests/integration/test_verify_live.py -k "evalscope or anthropic"
   stage gpustack tests/integration/gpustack/run.sh
   # The GPU host's install path on the CPU bed (docs/h200.md): site.yml run inside a node
   # through nsenter, a locked wheelhouse, a venv over the image's packages.

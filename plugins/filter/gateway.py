@@ -35,6 +35,11 @@ def gateway_key_map(api_key, api_keys, models):
     return _wrap(gateway.key_map_lines, api_key, api_keys, models)
 
 
+def gateway_key_headers(names):
+    """gateway_api_key_headers -> [{header, scheme, skip}] for the template (checked)."""
+    return _wrap(gateway.key_headers, names)
+
+
 def gateway_server_name(instance, host):
     return gateway.server_name(host, instance)
 
@@ -45,5 +50,6 @@ class FilterModule(object):
             "gateway_backends": gateway_backends,
             "gateway_model_map": gateway_model_map,
             "gateway_key_map": gateway_key_map,
+            "gateway_key_headers": gateway_key_headers,
             "gateway_server_name": gateway_server_name,
         }

@@ -41,6 +41,13 @@ def loadtest_plot_data(levels_or_sweep, title, option=None, label=None):
     return _wrap(loadtest.plot_data, title, levels=list(levels_or_sweep or []), label=label)
 
 
+def loadtest_api_plan(settings):
+    """{api, tool, endpoint, ignore_eos} -> {api, tool, endpoint, backend, ignore_eos, wrapper} (checked)."""
+    settings = settings or {}
+    return _wrap(loadtest.load_plan, settings.get("api"), settings.get("tool"), settings.get("endpoint"),
+                 settings.get("ignore_eos", True))
+
+
 def loadtest_run_problems(runs, run_timeout=None):
     """One line per load-generator run that timed out or exited non-zero."""
     problems = []
@@ -69,4 +76,5 @@ class FilterModule(object):
             "loadtest_levels_table": loadtest_levels_table,
             "loadtest_plot_data": loadtest_plot_data,
             "loadtest_run_problems": loadtest_run_problems,
+            "loadtest_api_plan": loadtest_api_plan,
         }

@@ -195,6 +195,39 @@ def check_settings(backends, settings, views):
                     "(or empty gateway_tls_cert and gateway_tls_key for plain HTTP)" % (var, settings.get(var)))
 
 
+# The request headers a client may present its key in, and the scheme before
+# the key in each. OpenAI clients, curl, the Anthropic SDK 2.x (``api_key`` and
+# ``auth_token``) and Claude Code's ANTHROPIC_AUTH_TOKEN send ``Authorization:
+# Bearer KEY`` (the scheme is case-insensitive, as in vLLM's own check); Claude
+# Code's ANTHROPIC_API_KEY sends ``x-api-key: KEY`` (the Anthropic API's header).
+KEY_HEADERS = {"authorization": "Bearer ", "x-api-key": ""}
+
+
+def key_headers(names):
+    """The headers the gateway reads a key from (``gateway_api_key_headers``), in order.
+
+    Returns ``[{"header", "scheme", "skip"}]`` for the template: the first header
+    of the list that carries a key (present, and with its scheme) is the one
+    digested and checked; the others are not looked at. ``skip`` is the length
+    of the scheme (the bytes before the key).
+    """
+    if isinstance(names, str) or not isinstance(names, (list, tuple)) or not names:
+        raise GatewayConfigError(
+            "gateway_api_key_headers must be a non-empty list of header names (known: %s)"
+            % ", ".join(sorted(KEY_HEADERS)))
+    out = []
+    for name in names:
+        header = str(name).strip().lower()
+        if header not in KEY_HEADERS:
+            raise GatewayConfigError(
+                "gateway_api_key_headers names %s, which the gateway cannot read a key from: use %s"
+                % (name, " and/or ".join(sorted(KEY_HEADERS))))
+        if header in [h["header"] for h in out]:
+            raise GatewayConfigError("gateway_api_key_headers names %s twice" % header)
+        out.append(dict(header=header, scheme=KEY_HEADERS[header], skip=len(KEY_HEADERS[header])))
+    return out
+
+
 def key_digest(key):
     return hashlib.sha256(str(key).encode("utf-8")).hexdigest()
 
@@ -223,7 +256,7 @@ def key_map_lines(api_key, api_keys, models):
             if not k:
                 raise GatewayConfigError("gateway_api_keys[%s] holds an empty key" % model)
             if any(c.isspace() for c in str(k)):
-                raise GatewayConfigError("gateway_api_keys[%s] holds a key with blanks (not usable in a Bearer header)" % model)
+                raise GatewayConfigError("gateway_api_keys[%s] holds a key with blanks (not usable in an Authorization or x-api-key header)" % model)
             lines.add("%s:%s 1" % (key_digest(k), model))
             lines.add("%s: 1" % key_digest(k))
     return sorted(lines)

@@ -131,6 +131,21 @@ def test_evalscope_parsed_report_with_html(server, tiny_model, tmp_path):
     assert API_KEY not in out
 
 
+def test_anthropic_messages_load_parsed_report(server, tiny_model, tmp_path):
+    """verify_api=anthropic: vllm bench with the wrapper's request function (the Anthropic SDK), /v1/messages,
+    against a vLLM that has its own key (the SDK sends it as Authorization: Bearer): same report and SLO checks."""
+    rc, out, _t, report = run_role(tmp_path, server, tiny_model, verify_tool="vllm_bench", verify_api="anthropic",
+                                   verify_slo_p99_ttft_ms=60000)
+    assert rc == 0, out[-4000:]
+    files, _r = _check_report(report, "vllm_bench")
+    raw = json.loads((report / "raw" / "concurrency_4.json").read_text())
+    assert raw["backend"] == "anthropic-messages" and raw["completed"] == 16, raw
+    summary = (report / "summary.md").read_text()
+    assert "%s/v1/messages (model tiny, anthropic API)" % server in summary and "## SLO: PASS" in summary
+    assert "--backend anthropic-messages" in (report / "loadgen.log").read_text()
+    assert API_KEY not in out
+
+
 def test_impossible_slo_fails_with_table(server, tiny_model, tmp_path):
     rc, out, _t, report = run_role(tmp_path, server, tiny_model, verify_tool="vllm_bench", verify_concurrency=[2],
                                    verify_num_requests=4, verify_slo_p99_ttft_ms=0.001)

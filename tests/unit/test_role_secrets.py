@@ -38,6 +38,7 @@ ROLES = sorted(os.path.basename(p) for p in glob.glob(os.path.join(ROOT, "roles"
 # Options named like a secret that hold none: option -> why.
 NOT_SECRET = {
     "gateway_require_api_key": "a switch",
+    "gateway_api_key_headers": "the names of the request headers a key is read from, not a key",
     "gateway_tls_key": "a path on the controller; the task that reads the file is checked (SECRET_FILES)",
     "gpustack_api_key_name": "the key's name in GPUStack, not the key",
     "gpustack_manage_api_key": "a switch",

@@ -10,7 +10,8 @@ load-generator host and by the ``loadtest_*`` filters on the controller.
 
 Files: :mod:`.results` (the tools' result files -> levels), :mod:`.slo`
 (targets and verdict), :mod:`.report` (Markdown tables, the report),
-:mod:`.tuning` (sweeps: best value, table, plot input). Every name below is
+:mod:`.tuning` (sweeps: best value, table, plot input), :mod:`.api` (the API a
+load test drives: endpoint and request function per tool). Every name below is
 importable from this package.
 """
 
@@ -27,3 +28,5 @@ from ansible_collections.llmops.serving.plugins.module_utils.loadtest.report imp
     LEVEL_COLUMNS, render_levels_table, render_slo_table, render_summary)
 from ansible_collections.llmops.serving.plugins.module_utils.loadtest.tuning import (  # noqa: F401
     OBJECTIVES, best_value, pick_level, plot_data, render_sweep_table)
+from ansible_collections.llmops.serving.plugins.module_utils.loadtest.api import (  # noqa: F401
+    APIS, DEFAULT_ENDPOINTS, load_plan)

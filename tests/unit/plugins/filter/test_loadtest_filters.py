@@ -27,7 +27,7 @@ def _sweep():
 
 def test_filters_registered():
     assert set(f.FilterModule().filters()) == {"loadtest_best", "loadtest_sweep_table", "loadtest_run_problems",
-                                               "loadtest_levels_table", "loadtest_plot_data"}
+                                               "loadtest_levels_table", "loadtest_plot_data", "loadtest_api_plan"}
 
 
 def test_best_and_errors():
@@ -71,3 +71,11 @@ def test_run_problems():
         "load generator killed after verify_run_timeout=600 s (concurrency 4): server dead or hung?",
         "load generator exited rc=1: TimeoutError: Test connection failed",
     ]
+
+
+def test_api_plan_filter_names_the_variable():
+    from ansible.errors import AnsibleFilterError
+    plan = f.FilterModule().filters()["loadtest_api_plan"]
+    assert plan({"api": "anthropic", "tool": "vllm_bench", "endpoint": "", "ignore_eos": True})["endpoint"] == "/v1/messages"
+    with pytest.raises(AnsibleFilterError, match="verify_tool=evalscope cannot drive the anthropic API"):
+        plan({"api": "anthropic", "tool": "evalscope", "endpoint": ""})

@@ -1,5 +1,11 @@
 """The gateway's backends, model map and key map (plugins/module_utils/gateway.py)."""
+import os
+import re
+
+import jinja2
 import pytest
+
+from conftest import ROOT
 
 from ansible_collections.llmops.serving.plugins.module_utils import gateway as gw
 
@@ -112,3 +118,39 @@ def test_the_headless_part_of_a_spanning_instance_is_no_server():
              "n2": [dict(view(port=8301), nodes=["n1", "n2"], serves_http=False)]}
     backends = gw.build_backends(fleet, SETTINGS)
     assert [(s["name"], s["address"]) for s in backends[0]["servers"]] == [("n1__default", "10.0.0.1")]
+
+
+def test_key_headers_default_order_bearer_first_then_x_api_key():
+    assert gw.key_headers(["authorization", "x-api-key"]) == [
+        dict(header="authorization", scheme="Bearer ", skip=7), dict(header="x-api-key", scheme="", skip=0)]
+    assert gw.key_headers(["X-Api-Key"]) == [dict(header="x-api-key", scheme="", skip=0)]
+
+
+@pytest.mark.parametrize("names, message", [
+    ([], "must be a non-empty list"),
+    ("x-api-key", "must be a non-empty list"),
+    (["authorization", "api-key"], "names api-key, which the gateway cannot read a key from: use authorization and/or x-api-key"),
+    (["x-api-key", "X-API-KEY"], "names x-api-key twice"),
+])
+def test_bad_key_headers_name_the_variable(names, message):
+    with pytest.raises(gw.GatewayConfigError, match="gateway_api_key_headers " + re.escape(message)):
+        gw.key_headers(names)
+
+
+def _key_lines(names):
+    """The template's key lines (roles/gateway/templates/haproxy.cfg.j2) rendered for NAMES."""
+    with open(os.path.join(ROOT, "roles", "gateway", "templates", "haproxy.cfg.j2"), encoding="utf-8") as f:
+        text = f.read()
+    start = text.index("{% for h in gateway_config.key_headers %}")
+    block = text[start:text.index("{% endfor %}", start) + len("{% endfor %}")]
+    env = jinja2.Environment(trim_blocks=True, keep_trailing_newline=True)
+    return env.from_string(block).render(gateway_config=dict(key_headers=gw.key_headers(names))).strip().splitlines()
+
+
+def test_the_template_digests_the_first_header_that_carries_a_key():
+    assert [line.strip() for line in _key_lines(["authorization", "x-api-key"])] == [
+        'http-request set-var(txn.kd) req.hdr(authorization),bytes(7),sha2(256),hex,lower'
+        ' if !{ var(txn.kd) -m found } { req.hdr(authorization) -m beg -i "Bearer " }',
+        'http-request set-var(txn.kd) req.hdr(x-api-key),sha2(256),hex,lower'
+        ' if !{ var(txn.kd) -m found } { req.hdr(x-api-key) -m found }']
+    assert len(_key_lines(["authorization"])) == 1

@@ -1,0 +1,80 @@
+# -*- coding: utf-8 -*-
+# Copyright: llmops.serving contributors
+# Apache License 2.0 (see LICENSE)
+"""The fleet report's console table (playbooks/report.yml), one line per instance.
+
+A value that is not there (None, empty, or the string ``None`` that a templated
+fact can turn into) prints as ``-``: no column ever reads ``None``. Pure
+Python, stdlib only.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+COLUMNS = ("HOST", "INSTANCE", "STATE", "VERSION", "MODEL", "KV_TOKENS", "KV_PRED", "MAX_CONC", "USAGE",
+           "READY_S", "FIRST_S", "TTFT_P50", "RESTARTS", "WATCHDOG", "NODES_DOWN")
+FORMAT = "%-16s %-10s %-8s %-8s %-10s %10s %10s %9s %7s %8s %8s %9s %-9s %-10s %s"
+MISSING = "-"
+
+
+def missing(value):
+    return value is None or (isinstance(value, str) and value.strip() in ("", "None", "none", "null"))
+
+
+def text(value):
+    return MISSING if missing(value) else str(value)
+
+
+def number(value, fmt):
+    """``fmt % float(value)``; ``-`` when missing or not a number."""
+    if missing(value) or isinstance(value, bool):
+        return MISSING
+    try:
+        return fmt % float(value)
+    except (TypeError, ValueError):
+        return MISSING
+
+
+def restarts_cell(restarts):
+    """``N`` systemd restarts, `` LIMIT`` when the start limit was hit; ``-`` when unknown."""
+    if not isinstance(restarts, dict) or missing(restarts.get("n_restarts")):
+        return MISSING
+    return str(restarts["n_restarts"]) + (" LIMIT" if restarts.get("start_limit_hit") is True else "")
+
+
+def watchdog_cell(watchdog):
+    """``STATUS N/h`` (restarts by the watchdog in the last hour); ``-`` without a watchdog state."""
+    if not isinstance(watchdog, dict) or watchdog.get("present") is False or missing(watchdog.get("status")):
+        return MISSING
+    per_hour = watchdog.get("restarts_last_hour")
+    return "%s %s/h" % (watchdog["status"], 0 if missing(per_hour) else per_hour)
+
+
+def row_cells(row):
+    return (text(row.get("host")), text(row.get("instance")), text(row.get("state")), text(row.get("version")),
+            text(row.get("model")), text(row.get("kv_cache_size_tokens")), text(row.get("kv_cache_predicted_tokens")),
+            number(row.get("kv_cache_max_concurrency"), "%.1fx"),
+            number(None if missing(row.get("kv_cache_usage_perc")) else _times100(row.get("kv_cache_usage_perc")), "%.1f%%"),
+            number(row.get("ready_after_s"), "%.1f"), number(row.get("first_request_s"), "%.3f"),
+            number(row.get("warm_ttft_p50_s"), "%.3fs"), restarts_cell(row.get("restarts")),
+            watchdog_cell(row.get("watchdog")), nodes_cell(row.get("nodes_down")))
+
+
+def nodes_cell(nodes):
+    """The nodes whose part of a spanning instance is down, comma-separated; ``-`` when none."""
+    if not isinstance(nodes, (list, tuple)):
+        return text(nodes)
+    return ",".join(str(n) for n in nodes) or MISSING
+
+
+def _times100(value):
+    try:
+        return float(value) * 100
+    except (TypeError, ValueError):
+        return None
+
+
+def table_lines(rows):
+    """The header and one line per row (list of str)."""
+    return [FORMAT % COLUMNS] + [FORMAT % row_cells(r or {}) for r in rows or []]
