@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 # Copyright: llmops.serving contributors
 # Apache License 2.0 (see LICENSE)
 """The collection's own path on the lent H200, under a real systemd (docs/h200.md).
@@ -131,7 +130,7 @@ def completion(max_tokens=16):
 
 def serving():
     try:
-        code, _ = http("/health", timeout=5)
+        code = http("/health", timeout=5)[0]
         return code == 200 and completion(4)[1] > 0
     except Exception:  # noqa: BLE001 - any failure is "not serving yet"
         return False
@@ -166,10 +165,10 @@ def step_site1(st):
 
 def step_serve(st):
     """First request after the unit is active (the warmup hook ran), then the median of 20."""
-    first, _ = completion()
-    rest = sorted(completion()[0] for _ in range(20))
-    rc, show = sh("systemctl show %s -p ActiveState,SubState,NRestarts,MainPID,ExecMainStartTimestampMonotonic,"
-                  "ActiveEnterTimestampMonotonic" % UNIT)
+    first = completion()[0]
+    rest = sorted(completion()[0] for dummy in range(20))
+    show = sh("systemctl show %s -p ActiveState,SubState,NRestarts,MainPID,ExecMainStartTimestampMonotonic,"
+              "ActiveEnterTimestampMonotonic" % UNIT)[1]
     return {"rc": 0, "first_ms": first, "median_ms": rest[10], "max_ms": rest[-1], "unit": show.strip().splitlines()}
 
 
