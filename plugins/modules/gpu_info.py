@@ -46,6 +46,16 @@ options:
     description: Seconds to wait for each C(nvidia-smi) / C(nvcc) call (through coreutils C(timeout); 0 = no limit).
     type: int
     default: 30
+  proc_devices:
+    description: The kernel's device list the C(devices) facts read (its NVIDIA majors).
+    type: path
+    default: /proc/devices
+  dev_dir:
+    description:
+      - Where the C(/dev/nvidia*) nodes are read; the facts name them as C(/dev/...) (the paths a unit names).
+        Another tree for a chroot or a test bed.
+    type: path
+    default: /dev
 notes:
   - Supports check mode.
   - The C(--query-gpu) field list matches the real capture in
@@ -197,14 +207,14 @@ def _disk(paths):
     return out
 
 
-def _devices(gpus):
+def _devices(gpus, proc_devices, dev_dir):
     """/proc/devices and the /dev/nvidia* nodes (the unit's device policy is derived from them)."""
     try:
-        with open("/proc/devices") as f:
+        with open(proc_devices) as f:
             text = f.read()
     except (IOError, OSError):
         text = ""
-    return gpu_devices.facts(text, gpu_devices.read_nodes(), gpus)
+    return gpu_devices.facts(text, gpu_devices.read_nodes(dev_dir), gpus)
 
 
 def _run(module, argv):
@@ -241,6 +251,8 @@ def main():
             nvcc_path=dict(type="path"),
             disk_paths=dict(type="list", elements="path", default=[]),
             timeout=dict(type="int", default=30),
+            proc_devices=dict(type="path", default="/proc/devices"),
+            dev_dir=dict(type="path", default="/dev"),
         ),
         supports_check_mode=True,
     )
@@ -285,7 +297,7 @@ def main():
     if facts is None:
         facts = gpu_facts.cpu_facts(nvml_error or "NVML unavailable", smi, nvcc_text, nvcc)
     facts["disk"] = _disk(p["disk_paths"])
-    facts["devices"] = _devices(facts.get("gpus") or [])
+    facts["devices"] = _devices(facts.get("gpus") or [], p["proc_devices"], p["dev_dir"])
     warnings = facts.pop("warnings", [])
     for w in warnings:
         module.warn(w)

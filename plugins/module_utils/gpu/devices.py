@@ -72,7 +72,9 @@ def parse_proc_devices(text):
 
 def read_nodes(dev="/dev"):
     """On the host: ``{path: "MAJOR:MINOR"}`` of the NVIDIA character nodes under ``dev``
-    (``nvidia*`` and ``nvidia-caps/*``); a path that is not a character device maps to None."""
+    (``nvidia*`` and ``nvidia-caps/*``), named as ``/dev/...`` (the paths the unit names,
+    also when ``dev`` is another tree: a chroot, a test bed); a path that is not a character
+    device maps to None."""
     out = {}
     for path in sorted(glob.glob(os.path.join(dev, "nvidia*")) + glob.glob(os.path.join(dev, "nvidia-caps", "*"))):
         try:
@@ -81,7 +83,8 @@ def read_nodes(dev="/dev"):
             continue
         if stat.S_ISDIR(st.st_mode):
             continue
-        out[path] = "%d:%d" % (os.major(st.st_rdev), os.minor(st.st_rdev)) if stat.S_ISCHR(st.st_mode) else None
+        name = "/dev/" + os.path.relpath(path, dev)
+        out[name] = "%d:%d" % (os.major(st.st_rdev), os.minor(st.st_rdev)) if stat.S_ISCHR(st.st_mode) else None
     return out
 
 

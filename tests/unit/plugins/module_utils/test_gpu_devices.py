@@ -123,7 +123,7 @@ def test_read_nodes_on_this_host_reads_character_devices(tmp_path):
     # /dev/null is 1:3 on every Linux host; read_nodes globs nvidia* under the given dir.
     os.symlink("/dev/null", str(tmp_path / "nvidia0"))
     (tmp_path / "nvidia-bogus").write_text("x")
-    assert D.read_nodes(str(tmp_path)) == {str(tmp_path / "nvidia0"): "1:3", str(tmp_path / "nvidia-bogus"): None}
+    assert D.read_nodes(str(tmp_path)) == {"/dev/nvidia0": "1:3", "/dev/nvidia-bogus": None}
 
 
 def test_the_instance_view_carries_the_policy_and_the_relative_visible_devices():
@@ -179,3 +179,14 @@ def test_preflight_fails_naming_the_gpu_and_the_node_before_any_change():
     view = V.build_view([{"name": "g1", "model": "/m", "gpus": [1]}], dict(s, gpu_devices=devices))
     r = checks.preflight_report(facts, {"host": "h200", "instances": view})
     assert r["checks"]["device_nodes"] == {"status": "pass", "messages": []}
+
+
+def test_read_nodes_of_another_tree_names_them_as_dev_paths(tmp_path):
+    import stat
+    try:
+        os.mknod(str(tmp_path / "nvidia3"), stat.S_IFCHR | 0o666, os.makedev(195, 3))
+        (tmp_path / "nvidia-caps").mkdir()
+        os.mknod(str(tmp_path / "nvidia-caps" / "nvidia-cap1"), stat.S_IFCHR | 0o400, os.makedev(241, 1))
+    except PermissionError:
+        pytest.skip("mknod needs CAP_MKNOD")
+    assert D.read_nodes(str(tmp_path)) == {"/dev/nvidia3": "195:3", "/dev/nvidia-caps/nvidia-cap1": "241:1"}
