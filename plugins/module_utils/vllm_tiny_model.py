@@ -7,9 +7,9 @@ vllm_host_state module (the role's no-op check), the tensors of a Llama of
 that shape, their safetensors shards (named and indexed like a hub
 checkpoint), the streaming writer and the tokenizer padding.
 
-Pure Python, stdlib only (the host state runs with the host's bare python;
-the module's parent process never imports torch: the generator child streams
-the tensors' bytes and this code writes the files).
+Pure Python, stdlib only: the host state runs it with the host's bare python,
+and the module's generator child runs this file's source ahead of its own
+(the same plan() and write_shards() there, fed by torch one tensor at a time).
 """
 
 from __future__ import absolute_import, division, print_function
@@ -254,8 +254,8 @@ class ShortStream(IOError):
 
 def write_shards(dest, shards, stream):
     """Write each shard into ``dest``: its header, then each tensor's bytes read from ``stream``
-    (a binary file object: the generator child's stdout) in plan order, CHUNK bytes at a time,
-    so no tensor is ever held whole here. Writes the index for a sharded model.
+    (``read(n)``: the generator's tensors, drawn one at a time) in plan order, CHUNK bytes at a
+    time. Writes the index for a sharded model.
     Returns the bytes written."""
     written = 0
     for s in shards:

@@ -171,10 +171,10 @@ tokenizer_padded:
   type: int
 """
 
+import inspect
 import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -187,11 +187,12 @@ from ansible_collections.llmops.serving.plugins.module_utils.model_manifest impo
 
 # The generator runs in a child interpreter: ansible-core 2.19 patches
 # sys.intern in every module process, and torch._dynamo refuses to import
-# under that patch. The child imports torch/transformers/tokenizers only: it
-# writes the tokenizer and config.json into the directory it is given, then
-# streams the bytes of each tensor of params["tensors"] (bf16, in that order)
-# to its stdout; this process (module_utils.vllm_tiny_model.write_shards)
-# writes them into the shards. Anything else the child prints goes to stderr.
+# under that patch. The child's program is the source of
+# module_utils/vllm_tiny_model.py (stdlib only) followed by GENERATOR: it
+# plans the model with the same code (plan), writes the tokenizer and
+# config.json into the directory it is given, and streams each tensor, drawn
+# on the GPU when there is one, into the shards through write_shards - one
+# tensor in memory at a time. Its last stdout line is a JSON summary.
 GENERATOR = r'''
 import json, os, sys, tempfile, shutil
 params = json.loads(sys.argv[1]); dest = sys.argv[2]
@@ -203,8 +204,7 @@ except ImportError as e:
     print("MISSING:%s" % e); raise SystemExit(3)
 if dest == "--probe":
     raise SystemExit(0)
-stream = os.fdopen(os.dup(1), "wb")
-os.dup2(2, 1)
+model_plan = plan(params, params["max_shard_bytes"])
 import argparse, textwrap, string, json.decoder
 texts = []
 for mod in (argparse, textwrap, json.decoder, string, tempfile, shutil):
@@ -214,7 +214,7 @@ for mod in (argparse, textwrap, json.decoder, string, tempfile, shutil):
     except (OSError, AttributeError, TypeError):
         pass
 texts.append(" ".join(chr(c) for c in range(32, 127)))
-shape = params["shape"]
+shape = model_plan["shape"]
 tok = ByteLevelBPETokenizer()
 tok.train_from_iterator(texts, vocab_size=shape["vocab_size"], min_frequency=2,
                         special_tokens=["<s>", "</s>", "<unk>", "<pad>"], show_progress=False)
@@ -228,22 +228,40 @@ cfg = LlamaConfig(
     intermediate_size=shape["intermediate_size"], vocab_size=shape["vocab_size"],
     max_position_embeddings=shape["max_position_embeddings"], rope_theta=shape["rope_theta"],
     bos_token_id=fast.bos_token_id, eos_token_id=fast.eos_token_id, pad_token_id=fast.pad_token_id,
-    tie_word_embeddings=False, torch_dtype="bfloat16", **params["extra"])
+    tie_word_embeddings=False, torch_dtype="bfloat16", **model_plan["extra"])
 cfg.architectures = ["LlamaForCausalLM"]
 cfg.save_pretrained(dest)
 GenerationConfig.from_model_config(cfg).save_pretrained(dest)
 device = "cuda" if torch.cuda.is_available() else "cpu"
-sys.stderr.write("DEVICE:%s\n" % device); sys.stderr.flush()
-for i, (name, dims, init) in enumerate(params["tensors"]):
-    if init == "ones":
-        t = torch.ones(dims, dtype=torch.bfloat16, device=device)
-    else:
-        g = torch.Generator(device=device)
-        g.manual_seed(params["seed"] * 1000003 + i)
-        t = torch.empty(dims, dtype=torch.bfloat16, device=device).normal_(0.0, params["std"], generator=g)
-    stream.write(t.cpu().contiguous().view(torch.uint8).numpy().data)
-    del t
-stream.close()
+
+
+class TensorStream(object):
+    """The tensors' bf16 bytes in plan order, drawn one at a time (normal, std INITIALIZER_RANGE; norms 1)."""
+
+    def __init__(self):
+        self.todo = iter(enumerate(generator_tensors(model_plan["shards"])))
+        self.buf = memoryview(b"")
+
+    def read(self, n):
+        while not len(self.buf):
+            nxt = next(self.todo, None)
+            if nxt is None:
+                return b""
+            i, (name, dims, init) = nxt
+            if init == "ones":
+                t = torch.ones(dims, dtype=torch.bfloat16, device=device)
+            else:
+                g = torch.Generator(device=device)
+                g.manual_seed(params["seed"] * 1000003 + i)
+                t = torch.empty(dims, dtype=torch.bfloat16, device=device).normal_(0.0, INITIALIZER_RANGE, generator=g)
+            self.buf = memoryview(t.cpu().contiguous().view(torch.uint8).numpy()).cast("B")
+            del t
+        out, self.buf = self.buf[:n], self.buf[n:]
+        return out
+
+
+write_shards(dest, model_plan["shards"], TensorStream())
+print(json.dumps({"device": device}))
 '''
 
 CHAT_TEMPLATE = (
@@ -254,35 +272,21 @@ CHAT_TEMPLATE = (
 TMP_PREFIX = ".tiny-model-"
 
 
-def generator_params(plan, seed):
-    """The child's argv[1]: the shape, the tensors in file order, the seed, the chat template."""
-    return {"shape": plan["shape"], "extra": plan["extra"], "tensors": tm.generator_tensors(plan["shards"]),
-            "seed": seed, "std": tm.INITIALIZER_RANGE, "chat_template": CHAT_TEMPLATE}
+def child_program():
+    """module_utils/vllm_tiny_model.py's source, then GENERATOR (the same plan and writer here and there)."""
+    return inspect.getsource(tm) + "\n" + GENERATOR
 
 
-def generate(python, tmp, plan, seed):
-    """Run the child into ``tmp`` and write its stream into the shards. Returns the device it drew on."""
-    with tempfile.TemporaryFile() as err:
-        proc = subprocess.Popen([python, "-c", GENERATOR, json.dumps(generator_params(plan, seed)), tmp],
-                                stdout=subprocess.PIPE, stderr=err)
-        failure = None
-        try:
-            tm.write_shards(tmp, plan["shards"], proc.stdout)
-        except tm.ShortStream as e:
-            failure = str(e)
-        finally:
-            proc.stdout.close()
-            rc = proc.wait()
-        err.seek(0)
-        text = err.read().decode("utf-8", "replace")
-    device = None
-    for line in text.splitlines():
-        if line.startswith("DEVICE:"):
-            device = line[len("DEVICE:"):].strip()
-    if rc != 0 or failure:
-        last = [l for l in text.strip().splitlines() if l.strip()][-1:] or ["rc=%d" % rc]
-        raise RuntimeError("%s (generator rc=%d: %s)" % (failure or "the generator failed", rc, last[0]))
-    return device
+def generate(module, tmp):
+    """Run the child into ``tmp``. Returns the device it drew the weights on."""
+    params = dict((k, module.params[k]) for k in ("preset", "max_shard_bytes", "seed") + tm.SHAPE_KEYS)
+    params["chat_template"] = CHAT_TEMPLATE
+    rc, out, err = module.run_command([sys.executable, "-c", child_program(), json.dumps(params), tmp])
+    lines = [line for line in (out or "").strip().splitlines() if line.strip()]
+    if rc != 0 or not lines:
+        last = [line for line in (err or out or "").strip().splitlines() if line.strip()][-1:] or ["rc=%d" % rc]
+        raise RuntimeError("the generator failed (rc=%d): %s" % (rc, last[0]))
+    return json.loads(lines[-1])["device"]
 
 
 def pad_tokenizer(tmp, size):
@@ -356,7 +360,7 @@ def main():
                             free / 2.0 ** 30), needed_bytes=plan["needed_bytes"], free_bytes=free)
     if module.check_mode:
         module.exit_json(**result)
-    rc, out, err = module.run_command([sys.executable, "-c", GENERATOR, "{}", "--probe"])
+    rc, out, err = module.run_command([sys.executable, "-c", child_program(), "{}", "--probe"])
     if rc != 0:
         module.fail_json(msg=missing_required_lib("torch, transformers and tokenizers")
                          + " Run this module with the vLLM venv's interpreter (ansible_python_interpreter).",
@@ -368,7 +372,7 @@ def main():
     tmp = tempfile.mkdtemp(prefix=TMP_PREFIX + name + "-", dir=parent)
     started = time.monotonic()
     try:
-        result["device"] = generate(sys.executable, tmp, plan, p["seed"])
+        result["device"] = generate(module, tmp)
         result["tokenizer_padded"] = pad_tokenizer(tmp, plan["shape"]["vocab_size"])
         mode = int(p["mode"], 8)
         os.chmod(tmp, 0o755)

