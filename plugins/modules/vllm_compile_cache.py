@@ -70,7 +70,6 @@ options:
   key:
     description: O(action=seed) - the instance's key (from O(action=key)).
     type: str
-    no_log: false
   record:
     description: O(action=seed) - the controller's record of the archive (key, fields, archive, sha256, ...).
     type: dict

@@ -32,14 +32,15 @@ def test_the_venv_sees_a_venv_interpreters_packages_and_installs_with_its_pip(tm
     # Python's own --system-site-packages, from the same interpreter, does not see it.
     plain = tmp_path / "plain"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", "--system-site-packages", str(plain)], check=True)
-    assert subprocess.run([str(plain / "bin" / "python"), "-c", "import yamllint"], capture_output=True).returncode != 0
+    assert subprocess.run([str(plain / "bin" / "python"), "-c", "import yamllint"], capture_output=True,
+                          check=False).returncode != 0
     # bin/pip is the inherited pip, and it installs a wheel into the new venv (--no-index --no-deps).
     whl = tmp_path / "llmops_probe-1.0-py3-none-any.whl"
     with zipfile.ZipFile(str(whl), "w") as z:
         z.writestr("llmops_probe/__init__.py", "X = 1\n")
         z.writestr("llmops_probe-1.0.dist-info/METADATA", "Metadata-Version: 2.1\nName: llmops-probe\nVersion: 1.0\n")
-        z.writestr("llmops_probe-1.0.dist-info/WHEEL", "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\n"
-                                                      "Tag: py3-none-any\n")
+        z.writestr("llmops_probe-1.0.dist-info/WHEEL",
+                   "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n")
         z.writestr("llmops_probe-1.0.dist-info/RECORD", "")
     pip = str(dest / "bin" / "pip")
     subprocess.run([pip, "install", "-q", "--no-index", "--no-deps", str(whl)], check=True, capture_output=True)
