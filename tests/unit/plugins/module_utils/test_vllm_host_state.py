@@ -191,3 +191,22 @@ def test_tiny_model_current_is_the_modules_rule(tmp_path):
     write(str(model / "model.safetensors"), "x")
     assert st.read({"tiny_model": params})["tiny_model_current"] is True
     assert st.read({"tiny_model": dict(params, num_attention_heads=4)})["tiny_model_current"] is False  # other shape
+
+
+def test_tiny_model_current_with_a_preset_needs_every_shard(tmp_path):
+    from ansible_collections.llmops.serving.plugins.module_utils import vllm_tiny_model as tm
+    model = tmp_path / "srv/models/l3"
+    params = {"path": "/srv/models/l3", "preset": "llama3-8b"}
+    plan = tm.plan(params)
+    cfg = dict((k, v) for k, v in plan["shape"].items() if k != "rope_theta")
+    cfg.update(architectures=["LlamaForCausalLM"], rope_parameters={"rope_theta": 500000.0, "rope_type": "default"})
+    write(str(model / "config.json"), __import__("json").dumps(cfg))
+    write(str(model / "tokenizer.json"), "{}")
+    write(str(model / tm.INDEX_FILE), __import__("json").dumps(tm.index_json(plan["shards"])))
+    st = hs.HostState(None, root=str(tmp_path))
+    for s in plan["shards"][:3]:
+        write(str(model / s["file"]), "x")
+    assert st.read({"tiny_model": params})["tiny_model_current"] is False  # 3 of 4 shards
+    write(str(model / plan["shards"][3]["file"]), "x")
+    assert st.read({"tiny_model": params})["tiny_model_current"] is True
+    assert st.read({"tiny_model": {"path": "/srv/models/l3"}})["tiny_model_current"] is False  # the tiny shape
