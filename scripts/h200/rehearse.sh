@@ -11,8 +11,8 @@
 #   scripts/h200/rehearse.sh [STEPS]     # default: every step of site_run.py; logs in reports/h200-rehearse/
 #   scripts/h200/rehearse.sh --clean     # (the node is removed after a run unless REHEARSE_KEEP=1)
 # Exits non-zero, naming the step, when a step it ran failed or did not do what it must
-# (site2 / check: changed=0; rollback: rc != 0). make test runs the install path
-# (LLMOPS_REHEARSE_STEPS, default preflight,wheelhouse,site1,serve,site2,check).
+# (site2 / check: changed=0; rollback: rc != 0). make test runs the route
+# (LLMOPS_REHEARSE_STEPS, default preflight,wheelhouse; the install path adds site1,serve,site2,check).
 # Offline: the locked wheelhouse is built from the test bed's (scripts/testbed/wheelhouse.sh)
 # with an empty local index; ansible-core's wheels are downloaded once into .cache/h200/dl.
 set -euo pipefail
