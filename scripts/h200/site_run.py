@@ -10,11 +10,16 @@ so the next device call goes on. Results: WORK/out/*.log, WORK/state.json.
 
   site_run.py DEADLINE          # RESET=1 starts over; H200_STEPS=a,b picks steps
 
-Issue 35 (opt-in: run only when H200_STEPS names them, after site1): ``big`` generates
-a Llama-3-8B-shaped model on the host (vllm_tiny_model preset llama3-8b, on the GPU),
-starts it cold with the fleet compile cache on and collects the artifact; ``bigseed``
-wipes every cache of the instance, seeds it from that artifact and starts it;
-``bigcold`` wipes again and starts with the share off (the cold figure to compare).
+Issue 35 (opt-in: run only when H200_STEPS names them; after wheelhouse, site1 not
+needed): ``big`` generates a Llama-3-8B-shaped model on the host (vllm_tiny_model preset
+llama3-8b, on the GPU), starts it cold with the fleet compile cache on and collects the
+artifact; ``bigseed`` wipes every cache of the instance, seeds it from that artifact and
+starts it; ``bigkept`` restarts it with its caches kept; ``bigkv`` changes
+gpu_memory_utilization / max_num_batched_tokens (predicted vs measured KV from the
+report); ``bigload`` starts it with each faster loader; ``bigcold`` wipes again and
+starts with the share off. Each start: systemd start -> active, the journal's phase
+lines, and (with py-spy staged) the engine's stacks from ``Graph capturing finished``
+to ``init engine``.
 """
 import json
 import os
@@ -22,6 +27,7 @@ import re
 import shutil
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 
@@ -40,9 +46,10 @@ PROMPT = "The quick brown fox jumps over the lazy dog"
 # name, seconds the step needs at least (else it waits for the next call).
 STEPS = [("preflight", 60), ("wheelhouse", 90), ("site1", 420), ("serve", 30), ("site2", 120), ("check", 120), ("verify", 200),
          ("change", 300), ("rollback", 300), ("fault", 240), ("fixtures", 30),
-         ("big", 540), ("bigseed", 420), ("bigcold", 420)]
+         ("big", 540), ("bigseed", 300), ("bigkept", 240), ("bigkv", 540), ("bigload", 420), ("bigcold", 300)]
 # Steps that run only when H200_STEPS names them.
-OPT_IN = ("big", "bigseed", "bigcold")
+OPT_IN = ("big", "bigseed", "bigkept", "bigkv", "bigload", "bigcold")
+PYSPY = os.path.join(SITE, "tools", "bin", "py-spy")
 # Issue 35: the instance tiny on a Llama-3-8B-shaped model (random weights: start-up and
 # memory figures only), the fleet compile cache's controller dir on this host.
 CCDIR = "/var/lib/llmops-h200/compile-cache"
@@ -55,7 +62,8 @@ BIG = {"vllm_tiny_model_preset": "llama3-8b", "vllm_model_path": BIG_MODEL, "vll
 WIPE = " ".join("/var/lib/vllm/tiny/" + d for d in ("cache/vllm", "cache/xdg", ".triton", ".cache", ".nv"))
 START_LINES = re.compile(r"Directly load|Compiling a graph|Compiling model again|saved AOT|torch.compile took|"
                          r"Model loading took|Loading weights took|init engine|KV cache size|Graph capturing finished|"
-                         r"Using cache directory|Maximum concurrency")
+                         r"Using cache directory|Maximum concurrency|JIT monitor|Available KV cache memory|"
+                         r"Starting vLLM|load_format|Loading safetensors|[Ss]treamer|fastsafetensors")
 
 
 def now():
@@ -276,31 +284,88 @@ def start_figures(since):
     mono = [int(x) for x in show.split() if x.isdigit()]
     journal = sh("journalctl -u %s --since @%d --no-pager -o cat" % (UNIT, since), timeout=60)[1]
     return {"start_to_active_s": round((mono[1] - mono[0]) / 1e6, 1) if len(mono) == 2 and mono[1] > mono[0] else None,
-            "journal": [line.strip()[:300] for line in journal.splitlines() if START_LINES.search(line)][:40],
+            "journal": [line.strip()[:300] for line in journal.splitlines() if START_LINES.search(line)][-40:],
             "gpu_used_mib": gpu_used_mib(), "serving": serving()}
 
 
-def big_run(name, extra, timeout=1200):
-    """Stop the instance, wipe its caches, run site.yml with ``extra``; figures of the start."""
+def report_kv():
+    """The newest report of the instance: KV predicted before the start vs measured, ready_after_s."""
+    files = sorted(f for f in os.listdir(os.path.join(REPO, "reports")) if f.startswith("report-")) \
+        if os.path.isdir(os.path.join(REPO, "reports")) else []
+    if not files:
+        return {}
+    with open(os.path.join(REPO, "reports", files[-1])) as f:
+        rows = json.load(f)["hosts"].get("h200") or [{}]
+    row = rows[0]
+    pred, meas = row.get("kv_cache_predicted_tokens"), row.get("kv_cache_size_tokens")
+    return {"report": files[-1], "kv_predicted": pred, "kv_measured": meas, "ready_after_s": row.get("ready_after_s"),
+            "kv_error_tokens": pred - meas if pred and meas else None,
+            "kv_error_pct": round(100.0 * (pred - meas) / meas, 2) if pred and meas else None}
+
+
+def spy(name, since, stop):
+    """py-spy dumps of the EngineCore from 'Graph capturing finished' until 'init engine' (60 s at most)."""
+    dumps, pid, t_graph = [], None, None
+    while not stop.is_set() and os.path.exists(PYSPY):
+        journal = sh("journalctl -u %s --since @%d --no-pager -o cat" % (UNIT, since), timeout=30)[1]
+        if t_graph is None:
+            m = re.search(r"\(EngineCore pid=(\d+)\)[^\n]*Graph capturing finished", journal)
+            if m:
+                pid, t_graph = m.group(1), now()
+            else:
+                time.sleep(1)
+                continue
+        if "init engine" in journal.split("Graph capturing finished")[-1] or now() - t_graph > 60:
+            break
+        dumps.append("== +%.1f s\n%s" % (now() - t_graph, sh("%s dump --pid %s" % (PYSPY, pid), timeout=30)[1]))
+        time.sleep(1.5)
+    if dumps:
+        with open(os.path.join(OUTD, "pyspy-%s.txt" % name), "w") as f:
+            f.write("\n".join(dumps))
+
+
+def big_run(name, extra, timeout=1200, wipe=True, restart_only=False):
+    """Stop the instance (wipe its caches), run site.yml with ``extra`` (or only restart it); figures of the start."""
     t0 = int(now())
-    sh("systemctl stop %s; rm -rf %s" % (UNIT, WIPE), timeout=180)
-    r = playbook(name, [os.path.join(REPO, "site.yml"), "-e", json.dumps(extra)], timeout)
+    if wipe:
+        sh("systemctl stop %s; rm -rf %s" % (UNIT, WIPE), timeout=180)
+    stop = threading.Event()
+    spy_thread = threading.Thread(target=spy, args=(name, t0, stop), daemon=True)
+    spy_thread.start()
+    if restart_only:
+        t1 = now()
+        rc = sh("systemctl restart %s" % UNIT, timeout=timeout)[0]
+        r = {"rc": rc, "seconds": round(now() - t1, 1)}
+    else:
+        r = playbook(name, [os.path.join(REPO, "site.yml"), "-e", json.dumps(extra)], timeout)
+    stop.set()
+    spy_thread.join(60)
     r.update(start_figures(t0))
-    text = open(os.path.join(OUTD, name + ".log"), errors="replace").read()
-    r["compile_cache_plan"] = re.findall(r"vllm@tiny: key [^\n\"]*", text)[:4]
+    if not restart_only:
+        text = open(os.path.join(OUTD, name + ".log"), errors="replace").read()
+        r["compile_cache_plan"] = re.findall(r"vllm@tiny: key [^\n\"]*", text)[:4]
+        r.update(report_kv())
     r["controller"] = sh("ls -la %s 2>&1" % CCDIR)[1].strip().splitlines()[-4:]
+    r["pyspy"] = os.path.exists(os.path.join(OUTD, "pyspy-%s.txt" % name))
     return r
 
 
+def big_args(**args):
+    """BIG with the instance's args updated."""
+    inst = dict(BIG["vllm_instances"][0], args=dict(BIG["vllm_instances"][0]["args"], **args))
+    return dict(BIG, vllm_instances=[inst])
+
+
 def step_big(st):
-    """The model generated on the GPU (the module's figures), then site.yml: cold start, collect."""
+    """The model generated on the GPU (the module's figures, the image's torch), then site.yml: cold start, collect."""
     t0 = now()
     rc, out = sh("%s %s localhost -i localhost, -c local -e ansible_python_interpreter=%s -m llmops.serving.vllm_tiny_model "
-                 "-a '%s'" % (sys.executable, os.path.join(SITE, "bin", "ansible"), "/opt/vllm/venv/bin/python",
+                 "-a '%s'" % (sys.executable, os.path.join(SITE, "bin", "ansible"), PY,
                               json.dumps({"path": BIG_MODEL, "preset": "llama3-8b"})), timeout=1500)
-    gen = dict((k, v) for k, v in re.findall(r"^ {4}(bytes_written|seconds|device|parameters|tokenizer_padded): (\S+)",
-                                             out, re.M))
-    gen.update(rc=rc, wall_s=round(now() - t0, 1), shards=sh("ls -la %s" % BIG_MODEL)[1].strip().splitlines())
+    gen = dict((k, v) for k, v in re.findall(r"^ {4}\"?(bytes_written|seconds|device|parameters|tokenizer_padded)\"?: "
+                                             r"\"?([^\s\",]+)", out, re.M))
+    gen.update(rc=rc, wall_s=round(now() - t0, 1), shards=sh("ls -la %s" % BIG_MODEL)[1].strip().splitlines(),
+               tail=out.strip().splitlines()[-6:] if rc else [])
     r = big_run("big", BIG)
     r["generate"] = gen
     return r
@@ -309,6 +374,34 @@ def step_big(st):
 def step_bigseed(st):
     """Every cache wiped; the seed phase unpacks the artifact collected by ``big``; the start loads it."""
     return big_run("bigseed", BIG)
+
+
+def step_bigkept(st):
+    """A plain restart with the host's caches kept (the third start figure)."""
+    return big_run("bigkept", BIG, wipe=False, restart_only=True)
+
+
+def step_bigkv(st):
+    """KV predicted (the role, before the start) vs measured at two gpu_memory_utilization x two
+    max_num_batched_tokens (big/bigseed measured 0.9 x vLLM's default); caches kept."""
+    out = {}
+    for gmu, mnbt in ((0.6, None), (0.6, 2048), (0.9, 2048)):
+        args = {"gpu_memory_utilization": gmu}
+        if mnbt:
+            args["max_num_batched_tokens"] = mnbt
+        label = "gmu%s-mnbt%s" % (gmu, mnbt or "default")
+        out[label] = big_run("bigkv-" + label, big_args(**args), wipe=False)
+    out["rc"] = max(v.get("rc", 99) for v in out.values())
+    return out
+
+
+def step_bigload(st):
+    """The same model with the faster loaders vLLM supports from local disk (caches kept)."""
+    out = {}
+    for fmt in ("fastsafetensors", "runai_streamer"):
+        out[fmt] = big_run("bigload-" + fmt, big_args(load_format=fmt), wipe=False)
+    out["rc"] = max(v.get("rc", 99) for v in out.values())
+    return out
 
 
 def step_bigcold(st):

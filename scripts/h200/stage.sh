@@ -16,12 +16,16 @@
 # p1 holds all but the vLLM wheel: the lock's 42 wheels and the wheelhouse's requirements.json,
 # ansible-core and its 4 dependencies, community.docker + ansible.posix, the 23 systemd .debs
 # (the first call boots systemd and runs the preflight with it). The vLLM wheel (239 MiB) travels
-# raw in p2..p5 of <= PART_BYTES (a call carries at most 64 MiB with the checkout).
+# raw: its first P1_WHEEL_BYTES in p1, the rest in p2..p5 of <= PART_BYTES (a call carries at
+# most 64 MiB with the checkout).
 # No torch travels: the image has torch 2.11.0+cu130, the version vLLM 0.25.1 pins.
 set -euo pipefail
 
 VLLM_VERSION=0.25.1
-PART_BYTES=${PART_BYTES:-62600000}
+# The wheel's first P1_WHEEL_BYTES ride in p1, the rest in parts of PART_BYTES: each call's
+# carry (part + the checkout, ~4.3 MB) stays under 64 MiB with room to spare.
+PART_BYTES=${PART_BYTES:-58100000}
+P1_WHEEL_BYTES=${P1_WHEEL_BYTES:-17800000}
 STAGE=${STAGE:-/var/lib/llmops-h200/stage}
 SITE=${SITE:-/var/lib/llmops-h200/site}
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -37,6 +41,8 @@ COLL=${H200_COLL:-/var/lib/llmops-h200/work/collections}
 
 # ansible-core for the collection there (jinja2, PyYAML, MarkupSafe and packaging are in the image).
 ANSIBLE=(ansible-core==2.19.14 resolvelib==1.2.1 cryptography==50.0.2 cffi==2.1.1 pycparser==3.12)
+# Tools for the figures (not the collection's): py-spy dumps the engine's stacks during a start.
+TOOLS=(py-spy==0.4.3)
 # Debian bookworm's systemd 252 and what it links, for the image's Ubuntu 24.04 userland
 # (boot-systemd.sh copies in only files the image lacks).
 DEBS=(systemd libsystemd-shared libsystemd0 libcryptsetup12 libfdisk1 libkmod2 libp11-kit0 libseccomp2
@@ -46,7 +52,7 @@ DEBS=(systemd libsystemd-shared libsystemd0 libcryptsetup12 libfdisk1 libkmod2 l
 die() { echo "stage.sh: $*" >&2; exit "${2:-1}"; }
 
 cmd_download() {
-  mkdir -p "$DL/ansible" "$DL/debs"
+  mkdir -p "$DL/ansible" "$DL/debs" "$DL/tools"
   # The locked wheelhouse, built by the wheelhouse role itself with this machine as its
   # controller (pip download --no-deps of the inventory's pins for cp312 / manylinux).
   local venv=${VENV:-$REPO/.venv}
@@ -59,6 +65,8 @@ cmd_download() {
   python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
     --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
     --platform any -d "$DL/ansible" "${ANSIBLE[@]}" || die "pip download of ansible-core failed"
+  python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+    --platform manylinux_2_5_x86_64 --platform manylinux1_x86_64 -d "$DL/tools" "${TOOLS[@]}" || die "pip download of the tools failed"
   (cd "$DL/debs" && { apt-get update -qq >/dev/null 2>&1 || true; apt-get download "${DEBS[@]}" >/dev/null; }) \
     || die "apt-get download of the systemd packages failed"
   du -sh "$WH_HERE/$WH_NAME" "$DL"/ansible "$DL"/debs
@@ -71,20 +79,21 @@ cmd_pack() {
   grep -qx '/.h200/' "$REPO/.git/info/exclude" 2>/dev/null || {
     mkdir -p "$REPO/.git/info"; echo '/.h200/' >> "$REPO/.git/info/exclude"; }
   (cd "$REPO" && git check-ignore -q .h200/x) || die "$OUTDIR is not git-ignored: it would travel in every call"
-  rm -rf "$OUTDIR" && mkdir -p "$OUTDIR/build" "$OUTDIR/p1/wh" "$OUTDIR/p1/ansible" "$OUTDIR/p1/debs"
+  rm -rf "$OUTDIR" && mkdir -p "$OUTDIR/build" "$OUTDIR/p1/wh" "$OUTDIR/p1/ansible" "$OUTDIR/p1/debs" "$OUTDIR/p1/tools"
   # p1: everything but the vLLM wheel (the first call boots systemd and runs the preflight with it).
   find "$wh" -maxdepth 1 -type f ! -name "$(basename "$whl")" -exec cp {} "$OUTDIR/p1/wh/" \;
-  cp "$DL"/ansible/*.whl "$OUTDIR/p1/ansible/"; cp "$DL"/debs/*.deb "$OUTDIR/p1/debs/"
+  cp "$DL"/ansible/*.whl "$OUTDIR/p1/ansible/"; cp "$DL"/debs/*.deb "$OUTDIR/p1/debs/"; cp "$DL"/tools/*.whl "$OUTDIR/p1/tools/"
   # The collections galaxy.yml declares (site.yml names community.docker's module), from the tools venv.
   tar -C "$sp" -czf "$OUTDIR/p1/collections.tgz" ansible_collections/community/docker ansible_collections/ansible/posix
-  split -b "$PART_BYTES" -d -a 2 "$whl" "$OUTDIR/build/vllm.whl.part"
+  head -c "$P1_WHEEL_BYTES" "$whl" > "$OUTDIR/p1/vllm.whl.part00"
+  tail -c +$((P1_WHEEL_BYTES + 1)) "$whl" | split -b "$PART_BYTES" -a 2 --numeric-suffixes=1 - "$OUTDIR/build/vllm.whl.part"
   local n=1 p
   for p in "$OUTDIR"/build/vllm.whl.part*; do
     n=$((n + 1)); mkdir -p "$OUTDIR/p$n"; mv "$p" "$OUTDIR/p$n/"
   done
   (cd "$OUTDIR" && {
     sha256sum "$whl" | sed "s| .*/|  |"
-    sha256sum p*/vllm.whl.part* p1/wh/* p1/ansible/*.whl p1/debs/*.deb p1/collections.tgz
+    sha256sum p*/vllm.whl.part* p1/wh/* p1/ansible/*.whl p1/debs/*.deb p1/tools/*.whl p1/collections.tgz
   } > SHA256SUMS)
   echo "$n" > "$OUTDIR/NPARTS"
   for p in "$OUTDIR"/p[0-9]*; do cp "$OUTDIR/SHA256SUMS" "$OUTDIR/NPARTS" "$p/"; done
@@ -121,6 +130,9 @@ cmd_install() {  # there: ansible-core + collections (p1); the wheelhouse once e
   if [ ! -e "$SITE/.installed" ]; then
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target "$SITE" "$first"/ansible/*.whl
     tar -C "$COLL" -xzf "$first/collections.tgz"
+    if ls "$first"/tools/*.whl >/dev/null 2>&1; then
+      python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target "$SITE/tools" "$first"/tools/*.whl
+    fi
     date -u +%FT%TZ > "$SITE/.installed"
   fi
   PYTHONPATH=$SITE python3 -c 'import ansible.release as r; print("ansible-core", r.__version__)' || die "import check failed" 6
