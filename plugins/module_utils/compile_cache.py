@@ -19,9 +19,11 @@ Inductor, the compiled kernels inside them. Triton's own cache: the unit sets
 points the process at ``/tmp/torchinductor_<user>/triton/<dev>`` on a start
 that compiles, and every Triton kernel after it - vLLM's sampler kernels
 JIT-compiled in its warmup included - goes to the unit's private /tmp
-(PrivateTmp) and dies with the start. ``$VLLM_CACHE_ROOT/modelinfos``: vLLM's
-model-class inspection (keyed by the model module's source hash); a miss
-runs a subprocess that imports vLLM.
+(PrivateTmp) and dies with the start. Not carried: ``$VLLM_CACHE_ROOT/modelinfos``,
+vLLM's model-class inspection (a miss runs a subprocess importing vLLM, 18.4 s
+on the H200): every start writes it, --enforce-eager ones too, so in these dirs
+it would make such instances collectors and keep a started host from being
+seeded; it needs a rule of its own.
 
 The key: everything that decides whether an artifact compiled on one host is
 valid on another. vLLM re-derives its own hash (config, code, environment)
@@ -58,14 +60,12 @@ import stat
 import tarfile
 import time
 
-LAYOUT = 2
+LAYOUT = 1
 
 # Relative to the instance's state directory (the unit's HOME).
-# Layout 2 (2026-12-03, the H200 8B run): + vLLM's model-class inspection cache (a miss
-# runs a subprocess that imports vLLM: 18.4 s there) and every Triton kernel in
-# .triton/cache (the unit sets TRITON_CACHE_DIR there; a seeded start compiled
-# vLLM's sampler kernels again: 15 s).
-DEFAULT_DIRS = ["cache/vllm/torch_compile_cache", "cache/vllm/modelinfos", ".triton/cache"]
+# .triton/cache holds every Triton kernel since the unit sets TRITON_CACHE_DIR there
+# (2026-12-03, the H200 8B run: a seeded start compiled vLLM's sampler kernels again, 15 s).
+DEFAULT_DIRS = ["cache/vllm/torch_compile_cache", ".triton/cache"]
 
 # Options that cannot change the compiled graph: the server's own (bind,
 # names, TLS, logging, parsers, templates, shutdown) and those vLLM's compile

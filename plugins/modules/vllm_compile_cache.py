@@ -15,9 +15,8 @@ version_added: "0.1.0"
 description:
   - The host side of the vllm_service role's fleet compile cache (docs/vllm_service.md). An instance's
     compile artifacts - what torch.compile leaves under C($VLLM_CACHE_ROOT/torch_compile_cache), with the
-    Inductor and Triton caches vLLM points there, Triton's C($HOME/.triton/cache) (the unit's C(TRITON_CACHE_DIR)) and
-    vLLM's model-class inspection cache C($VLLM_CACHE_ROOT/modelinfos) - are valid on another host only for the
-    same key.
+    Inductor and Triton caches vLLM points there, and Triton's C($HOME/.triton/cache) (the unit's C(TRITON_CACHE_DIR))
+    - are valid on another host only for the same key.
   - O(action=key) (read-only) computes each instance's key from the installed vLLM, torch and Triton versions
     (read from the instance's interpreter without importing them), the device (GPU name and compute
     capability of the GPUs it runs on, or the CPU's machine and instruction-set flags), the model's sha256 (of
@@ -48,7 +47,7 @@ options:
     description: The cache dirs, relative to the instance's state directory.
     type: list
     elements: str
-    default: [cache/vllm/torch_compile_cache, cache/vllm/modelinfos, .triton/cache]
+    default: [cache/vllm/torch_compile_cache, .triton/cache]
   gpus:
     description:
       - O(action=key) - GPU facts (C(llmops_gpu.gpus) of M(llmops.serving.gpu_info)); without them a CUDA

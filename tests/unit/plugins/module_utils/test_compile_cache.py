@@ -32,7 +32,7 @@ def fields(**over):
 
 def test_the_key_fields():
     f = fields()
-    assert f == {"layout": 2, "vllm": "vllm==0.25.1", "torch": "2.11.0+cu130", "triton": "3.6.0", "device": H200,
+    assert f == {"layout": 1, "vllm": "vllm==0.25.1", "torch": "2.11.0+cu130", "triton": "3.6.0", "device": H200,
                  "model_sha256": MODEL, "cache_root": "/var/lib/vllm/tiny",
                  "argv": [["kv-cache-dtype", "fp8"], ["max-model-len", "512"], ["max-num-seqs", "16"],
                           ["model", "/srv/models/tiny"]],
