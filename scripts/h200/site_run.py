@@ -381,27 +381,24 @@ def step_bigkept(st):
     return big_run("bigkept", BIG, wipe=False, restart_only=True)
 
 
+def big_variants(prefix, variants):
+    """One start per (label, args) on top of BIG, caches kept; rc: the worst."""
+    out = dict((label, big_run(prefix + label, big_args(**args), wipe=False)) for label, args in variants)
+    out["rc"] = max(v.get("rc", 99) for v in out.values())
+    return out
+
+
 def step_bigkv(st):
     """KV predicted (the role, before the start) vs measured at two gpu_memory_utilization x two
     max_num_batched_tokens (big/bigseed measured 0.9 x vLLM's default); caches kept."""
-    out = {}
-    for gmu, mnbt in ((0.6, None), (0.6, 2048), (0.9, 2048)):
-        args = {"gpu_memory_utilization": gmu}
-        if mnbt:
-            args["max_num_batched_tokens"] = mnbt
-        label = "gmu%s-mnbt%s" % (gmu, mnbt or "default")
-        out[label] = big_run("bigkv-" + label, big_args(**args), wipe=False)
-    out["rc"] = max(v.get("rc", 99) for v in out.values())
-    return out
+    return big_variants("bigkv-", [("gmu0.6-mnbtdefault", {"gpu_memory_utilization": 0.6}),
+                                   ("gmu0.6-mnbt2048", {"gpu_memory_utilization": 0.6, "max_num_batched_tokens": 2048}),
+                                   ("gmu0.9-mnbt2048", {"gpu_memory_utilization": 0.9, "max_num_batched_tokens": 2048})])
 
 
 def step_bigload(st):
     """The same model with the faster loaders vLLM supports from local disk (caches kept)."""
-    out = {}
-    for fmt in ("fastsafetensors", "runai_streamer"):
-        out[fmt] = big_run("bigload-" + fmt, big_args(load_format=fmt), wipe=False)
-    out["rc"] = max(v.get("rc", 99) for v in out.values())
-    return out
+    return big_variants("bigload-", [(fmt, {"load_format": fmt}) for fmt in ("fastsafetensors", "runai_streamer")])
 
 
 def step_bigcold(st):
