@@ -194,14 +194,28 @@ def run_parser(module, python, argvs, timeout):
     return result, None
 
 
+def generated_models(paths, configs=None):
+    """path -> config (None: not known) of the models generated later in the run."""
+    out = dict((path, None) for path in paths or [])
+    for path, config in (configs or {}).items():
+        if path in out:
+            out[path] = config
+    return out
+
+
 class ArgsCheck(object):
     """Run the checks with ``module`` (an AnsibleModule: run_command, get_bin_path, check_mode)."""
 
     def __init__(self, module):
         self.module = module
 
-    def run(self, p):
-        """The result dict; ``problems`` lists every problem, ``msg`` says them when there are any."""
+    def run(self, p, generated_configs=None):
+        """The result dict; ``problems`` lists every problem, ``msg`` says them when there are any.
+
+        ``generated_configs``: path -> the config.json a model generated later in
+        the run will have (vllm_host_state passes its tiny_model's); the model
+        checks hold max_model_len against it before the model exists.
+        """
         module = self.module
         instances = p["instances"]
         common_args = p["common_args"] or {}
@@ -232,7 +246,8 @@ class ArgsCheck(object):
         if p["view"] is not None and p["check_models"]:
             model_problems, missing_models = vllm_model_check.check_models(
                 model_entries(p["view"], instances, common_args), p["service_user"], p["service_group"],
-                p["protect_home"], p["generated_models"], p["fail_on_missing_model"])
+                p["protect_home"], generated_models(p["generated_models"], generated_configs),
+                p["fail_on_missing_model"])
             problems += [vllm_flags.problem("vllm_instances", None, "model", m) for m in model_problems]
 
         if p["check_ports"]:
