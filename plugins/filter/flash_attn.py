@@ -81,6 +81,14 @@ def flash_attn_sha256(text):
     return fa.parse_sha256_file(text)
 
 
+def flash_attn_index_check(response, version, index_url=""):
+    return fa.index_check(response, version, index_url)
+
+
+def flash_attn_index_page(index_url=""):
+    return fa.index_page_url(index_url)
+
+
 def flash_attn_needs_install(info, wanted_version, wanted_key):
     info = info or {}
     return fa.needs_install(info.get("flash_attn_version"), info.get("installed_key"), wanted_version, wanted_key)
@@ -91,4 +99,5 @@ class FilterModule(object):
         return dict((f.__name__, _wrap(f)) for f in (
             flash_attn_archs, flash_attn_validate_archs, flash_attn_archs_env, flash_attn_max_jobs,
             flash_attn_nvcc_threads, flash_attn_build_key, flash_attn_build_plan, flash_attn_progress,
-            flash_attn_progress_message, flash_attn_sha256, flash_attn_needs_install))
+            flash_attn_progress_message, flash_attn_sha256, flash_attn_needs_install, flash_attn_index_check,
+            flash_attn_index_page))

@@ -289,6 +289,117 @@ def parse_sha256_file(text):
     return m.group(1).lower() if m else None
 
 
+PYPI_SIMPLE = "https://pypi.org/simple"
+# PEP 503/691 normalised project name of flash-attn on an index.
+INDEX_PROJECT = "flash-attn"
+_DIST_RE = re.compile(r"^flash[-_]attn-([0-9][0-9A-Za-z.+!]*?)(?:\.tar\.gz|\.zip|-[^-]+-[^-]+-[^-]+\.whl)$",
+                      re.IGNORECASE)
+_HREF_RE = re.compile(r"""<a\s[^>]*href=["']([^"']+)["'][^>]*>""", re.IGNORECASE)
+
+
+def index_page_url(index_url=""):
+    """The project page of flash-attn on a simple index (flash_attn_pip_index_url, else PyPI)."""
+    return "%s/%s/" % ((str(index_url or "").strip() or PYPI_SIMPLE).rstrip("/"), INDEX_PROJECT)
+
+
+def redact_url(url):
+    """An index URL as it may be shown: credentials (user:token@) removed."""
+    return re.sub(r"^([a-zA-Z][a-zA-Z0-9+.-]*://)[^/@]*@", r"\1***@", str(url or ""))
+
+
+def _version_key(v):
+    return [int(x) if x.isdigit() else x for x in re.split(r"[.+]", re.sub(r"(\d)(post|rc|a|b|dev)", r"\1.\2", v))]
+
+
+def sort_versions(versions):
+    def key(v):
+        return [(0, x, "") if isinstance(x, int) else (1, 0, x) for x in _version_key(v)]
+    return sorted(set(versions), key=key)
+
+
+def index_versions(content):
+    """The flash-attn versions an index lists -> sorted list.
+
+    ``content``: a PEP 691 JSON page (``versions``, else ``files[].filename``), PyPI's JSON
+    API (``releases``), or a PEP 503 HTML page (file names of the links), as text or parsed.
+    """
+    data = content
+    if isinstance(content, (bytes, bytearray)):
+        content = content.decode("utf-8", "replace")
+    if isinstance(content, str):
+        text = content.strip()
+        if text.startswith("{"):
+            data = json.loads(text)
+        else:
+            names = [h.split("#", 1)[0].rstrip("/").rsplit("/", 1)[-1] for h in _HREF_RE.findall(text)]
+            return sort_versions(m.group(1) for m in (_DIST_RE.match(n) for n in names) if m)
+    if not isinstance(data, dict):
+        raise FlashAttnError("the index page is neither JSON nor HTML")
+    if isinstance(data.get("versions"), list):
+        return sort_versions(str(v) for v in data["versions"])
+    if isinstance(data.get("releases"), dict):
+        return sort_versions(str(v) for v, files in data["releases"].items())
+    names = [f.get("filename", "") for f in data.get("files") or [] if isinstance(f, dict)]
+    return sort_versions(m.group(1) for m in (_DIST_RE.match(n) for n in names) if m)
+
+
+def version_problem(version, versions, source, var="flash_attn_version"):
+    """None when ``version`` is in ``versions`` (what ``source`` lists), else the message:
+    the variable, the versions that exist there (the same major.minor first), the fix."""
+    version = str(version)
+    if version in versions:
+        return None
+    mm = ".".join(version.split(".")[:2]) + "."
+    near = [v for v in versions if v.startswith(mm)]
+    latest = versions[-8:]
+    shown = ", ".join(near) if near else ", ".join(latest)
+    # flash-attn publishes some releases only as .postN (2.7.0 -> 2.7.0.post2): that one is the fix.
+    posts = [v for v in versions if v.startswith(version + ".post")]
+    fix = posts[-1] if posts else (near[-1] if near else (versions[-1] if versions else None))
+    return ("%s=%s: %s has no flash-attn %s. %s there: %s%s. Fix: set %s to one of them%s (or point "
+            "flash_attn_pip_index_url at an index that has %s, or flash_attn_sdist_path at its sdist)" % (
+                var, version, source, version,
+                ("Versions %s*" % mm) if near else "The newest versions",
+                shown or "(none)",
+                " (newest of all: %s)" % versions[-1] if near and versions and versions[-1] not in near else "",
+                var, ((", e.g. %s (the published %s)" % (fix, version)) if posts else (", e.g. %s" % fix))
+                if fix else "", version))
+
+
+def index_check(response, version, index_url=""):
+    """What the role decides from the controller's GET of the index page (an ansible.builtin.uri
+    result: status, content, msg) -> dict(checked, url, versions, problem, notice).
+
+    200: the listed versions, and a problem when ``version`` is not among them; 404: the index
+    has no flash-attn at all (a problem); anything else (no route, proxy, 5xx): not checked, a
+    notice (the builder's pip reports it then).
+    """
+    url = redact_url(index_page_url(index_url))
+    response = response or {}
+    status = response.get("status")
+    out = dict(checked=False, url=url, versions=[], problem=None, notice=None)
+    if status == 200:
+        try:
+            out["versions"] = index_versions(response.get("content") or "")
+        except (ValueError, FlashAttnError) as e:
+            out["notice"] = "the page %s could not be read as an index (%s)" % (url, e)
+            return out
+        out["checked"] = True
+        out["problem"] = version_problem(version, out["versions"], "the index %s" % url)
+    elif status == 404:
+        out["checked"] = True
+        out["problem"] = ("flash_attn_version=%s: the index %s has no flash-attn project (HTTP 404). Fix: set "
+                          "flash_attn_pip_index_url to an index that serves flash-attn (empty = PyPI), or "
+                          "flash_attn_sdist_path to the sdist flash_attn-%s.tar.gz on the controller"
+                          % (version, url, version))
+    else:
+        out["notice"] = ("could not list the flash-attn versions at %s from the controller (%s): flash_attn_version=%s "
+                         "is not checked before the build; the builder's pip reports a missing version"
+                         % (url, ("HTTP %s" % status) if status not in (None, -1) else
+                            redact_url(str(response.get("msg") or "no answer"))[:200], version))
+    return out
+
+
 # Runs in a CHILD interpreter (the target venv's python): ansible-core 2.19
 # patches sys.intern in module processes and `import torch` breaks there.
 # Also used verbatim by scripts/h200/flash-attn-build.sh verify.

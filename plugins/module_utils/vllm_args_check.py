@@ -30,6 +30,7 @@ from ansible_collections.llmops.serving.plugins.module_utils import vllm_args
 from ansible_collections.llmops.serving.plugins.module_utils import vllm_flags
 from ansible_collections.llmops.serving.plugins.module_utils import vllm_model_check
 from ansible_collections.llmops.serving.plugins.module_utils import vllm_multinode
+from ansible_collections.llmops.serving.plugins.module_utils import vllm_shm
 
 ARGS_CHECK_SPEC = dict(
     instances=dict(type="list", elements="dict", required=True),
@@ -194,14 +195,56 @@ def run_parser(module, python, argvs, timeout):
     return result, None
 
 
+def shm_entries(instances, running, views, common_args, common_env):
+    """What vllm_shm.check needs of each instance (as it runs; env as the view has it)."""
+    entries = []
+    for i, inst in enumerate(running):
+        if not isinstance(inst, dict):
+            continue
+        opts = vllm_flags.merged_options(inst, common_args)
+        sizes, size_path = [], None
+        for names in (("tensor_parallel_size", "tp"), ("pipeline_parallel_size", "pp"), ("data_parallel_size", "dp")):
+            key, val = vllm_flags.lookup(opts, *names)
+            sizes.append(vllm_flags.int_or_none(val) or 1)
+            if key is not None and size_path is None and names[0] != "data_parallel_size":
+                size_path = vllm_flags.option_source(i, inst, common_args, key)
+        key, backend = vllm_flags.lookup(opts, "distributed_executor_backend")
+        view = (views[i] if views is not None and i < len(views) else None) or {}
+        env = view.get("env") if isinstance(view.get("env"), dict) else dict(
+            common_env or {}, **(inst.get("env") if isinstance(inst.get("env"), dict) else {}))
+        entries.append(dict(index=i, name=inst.get("name"), tp=sizes[0], pp=sizes[1], dp=sizes[2],
+                            backend=backend, size_path=size_path,
+                            backend_path=vllm_flags.option_source(i, instances[i], common_args, key) if key else None,
+                            env=env, spans=vllm_flags.spans(inst.get("nodes"))))
+    return entries
+
+
+def generated_models(paths, configs=None):
+    """path -> config (None: not known) of the models generated later in the run."""
+    out = dict((path, None) for path in paths or [])
+    for path, config in (configs or {}).items():
+        if path in out:
+            out[path] = config
+    return out
+
+
 class ArgsCheck(object):
     """Run the checks with ``module`` (an AnsibleModule: run_command, get_bin_path, check_mode)."""
 
     def __init__(self, module):
         self.module = module
 
-    def run(self, p):
-        """The result dict; ``problems`` lists every problem, ``msg`` says them when there are any."""
+    def host_shm(self):
+        """(this host's /dev/shm as vllm_shm.read_shm() reads it, whether the host is a container)."""
+        return vllm_shm.read_shm(), vllm_shm.in_container()
+
+    def run(self, p, generated_configs=None):
+        """The result dict; ``problems`` lists every problem, ``msg`` says them when there are any.
+
+        ``generated_configs``: path -> the config.json a model generated later in
+        the run will have (vllm_host_state passes its tiny_model's); the model
+        checks hold max_model_len against it before the model exists.
+        """
         module = self.module
         instances = p["instances"]
         common_args = p["common_args"] or {}
@@ -232,8 +275,14 @@ class ArgsCheck(object):
         if p["view"] is not None and p["check_models"]:
             model_problems, missing_models = vllm_model_check.check_models(
                 model_entries(p["view"], instances, common_args), p["service_user"], p["service_group"],
-                p["protect_home"], p["generated_models"], p["fail_on_missing_model"])
+                p["protect_home"], generated_models(p["generated_models"], generated_configs),
+                p["fail_on_missing_model"])
             problems += [vllm_flags.problem("vllm_instances", None, "model", m) for m in model_problems]
+
+        # /dev/shm for the mp executor's rings: the host's real size (vllm_shm.py).
+        problems += [vllm_flags.problem("vllm_instances", "--distributed-executor-backend", "shm", m)
+                     for m in vllm_shm.check(shm_entries(instances, running, views, common_args, p["common_env"]),
+                                             *self.host_shm())]
 
         if p["check_ports"]:
             ss = module.get_bin_path("ss")

@@ -14,7 +14,9 @@ the role installs packages, creates users or touches pip.
   vLLM 0.32's own rule), unless VLLM_ALLOW_LONG_MAX_MODEL_LEN=1.
 
 Models the role generates in the same run (vllm_tiny_model_generate) are
-skipped. Every problem names the instance, the variable and the fix.
+not read from disk; when their config is known from the generator's options
+(vllm_tiny_model.wanted_shape), the max_model_len rule holds for them before
+they exist. Every problem names the instance, the variable and the fix.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -137,6 +139,21 @@ def _hub_cached(hf_home, model):
     return os.path.isdir(os.path.join(hf_home, "hub", "models--" + model.replace("/", "--")))
 
 
+def _max_len_problems(entry, who, config, source):
+    """The rule: max_model_len <= the model's limit (config dict), unless VLLM_ALLOW_LONG_MAX_MODEL_LEN."""
+    want = entry.get("max_model_len")
+    env = entry.get("env") or {}
+    if not want or str(env.get("VLLM_ALLOW_LONG_MAX_MODEL_LEN", "")).lower() in TRUE:
+        return []
+    limit, why = model_limit(config)
+    if limit is None or int(want) <= limit:
+        return []
+    return ["%s: %s = %d is above what the model supports (%s in %s): vLLM refuses to start. "
+            "Lower it to %d or less (or set VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 in env if the model really "
+            "extrapolates)" % (who, entry.get("max_model_len_path") or "max_model_len", int(want), why,
+                               source, limit)]
+
+
 def check_model(entry, ident, protect_home, generated, fail_on_missing=True):
     """Problems (list of str) and whether the model is missing, for one view entry.
 
@@ -147,6 +164,12 @@ def check_model(entry, ident, protect_home, generated, fail_on_missing=True):
     who = "instance %s (vllm_instances[%d])" % (name, index)
     env = entry.get("env") or {}
     if model in generated:
+        # Not there yet (the role generates it later in this run): its config is
+        # known from the generator's options, so the length rule holds already.
+        config = (generated.get(model) if isinstance(generated, dict) else None)
+        if isinstance(config, dict):
+            problems += _max_len_problems(entry, who, config, "the config.json the role generates at %s: "
+                                          "vllm_tiny_model_generate, shape from vllm_tiny_model_preset" % model)
         return problems, False
     if not model.startswith("/"):
         if str(env.get("HF_HUB_OFFLINE", "")).lower() in TRUE:
@@ -179,31 +202,26 @@ def check_model(entry, ident, protect_home, generated, fail_on_missing=True):
                         "readable (e.g. chmod -R o+rX, or chgrp -R the service group), or set vllm_user to a user "
                         "that can read it" % (who, index, model, ident.user, ", ".join(bad)))
         return problems, False
-    want = entry.get("max_model_len")
-    if want and str(env.get("VLLM_ALLOW_LONG_MAX_MODEL_LEN", "")).lower() not in TRUE:
-        cfg_path = os.path.join(real, "config.json")
-        try:
-            with open(cfg_path) as f:
-                config = json.load(f)
-        except (IOError, OSError, ValueError):
-            config = None
-        if isinstance(config, dict):
-            limit, why = model_limit(config)
-            if limit is not None and int(want) > limit:
-                problems.append(
-                    "%s: %s = %d is above what the model supports (%s in %s): vLLM refuses to start. "
-                    "Lower it to %d or less (or set VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 in env if the model really "
-                    "extrapolates)" % (who, entry.get("max_model_len_path") or "max_model_len", int(want), why,
-                                       cfg_path, limit))
+    cfg_path = os.path.join(real, "config.json")
+    try:
+        with open(cfg_path) as f:
+            config = json.load(f)
+    except (IOError, OSError, ValueError):
+        config = None
+    if isinstance(config, dict):
+        problems += _max_len_problems(entry, who, config, cfg_path)
     return problems, False
 
 
 def check_models(entries, user, group, protect_home, generated, fail_on_missing=True, ident=None):
     """(problems, missing names) for every view entry."""
     ident = ident or Identity(user, group)
+    # ``generated``: paths, or path -> the config.json the generator will write
+    # (then the length rule holds for it before it exists).
+    gen = dict(generated) if isinstance(generated, dict) else dict((g, None) for g in generated or [])
     problems, missing = [], []
     for entry in entries:
-        p, gone = check_model(entry, ident, protect_home, set(generated or []), fail_on_missing)
+        p, gone = check_model(entry, ident, protect_home, gen, fail_on_missing)
         problems += p
         if gone:
             missing.append(entry["name"])

@@ -75,7 +75,9 @@ options:
   tiny_model:
     description:
       - A model M(llmops.serving.vllm_tiny_model) generates; RV(tiny_model_current) says whether O(tiny_model.path)
-        holds it with this shape (the module's own rule; options left out take its defaults).
+        holds it with this shape (the module's own rule; options left out take its defaults). With O(args_check),
+        instances serving O(tiny_model.path) have their C(max_model_len) checked against the
+        C(max_position_embeddings) of this shape before the model exists.
     type: dict
     suboptions:
       path:
@@ -230,11 +232,13 @@ def main():
 
     result = HostState(run).read(params)
     if module.params["args_check"] is not None:
-        result["args_check"] = args_check(module, module.params["args_check"])
+        tiny = module.params["tiny_model"]
+        result["args_check"] = args_check(module, module.params["args_check"],
+                                          {tiny["path"]: tiny_model.wanted_shape(tiny)} if tiny else None)
     module.exit_json(changed=False, **result)
 
 
-def args_check(module, options):
+def args_check(module, options, generated_configs=None):
     """The check's result; invalid options and an error of the check itself are problems
     too (data, not a module failure: the role shows them in a task that is not no_log,
     while this module's result is hidden when an instance has a secret)."""
@@ -243,7 +247,7 @@ def args_check(module, options):
         why = "args_check: %s" % "; ".join(checked.error_messages)
     else:
         try:
-            return ArgsCheck(module).run(checked.validated_parameters)
+            return ArgsCheck(module).run(checked.validated_parameters, generated_configs)
         except Exception as e:  # pylint: disable=broad-except
             why = "the vLLM options check failed: %s: %s" % (type(e).__name__, e)
     return dict(parser_checked=False, missing_models=[], argv={}, msg=why,

@@ -157,3 +157,45 @@ def test_readme_run_by_hand_block_works_as_pasted(tmp_path):
                           capture_output=True, text=True, check=False)
     assert proc.returncode == 0, script + "\n" + proc.stdout[-2000:] + proc.stderr[-2000:]
     assert proc.stdout.count("playbook: ") == block.count("ansible-playbook"), proc.stdout
+
+
+def _env_lines(lines, names):
+    """The lines that assign or export one of ``names`` (shell), in order."""
+    pat = re.compile(r"(?:^|[\s;&])(?:export\s+)?(?:[A-Z_]+=\S*\s+)*(%s)(?:=|\s|$)" % "|".join(names))
+    return [l.strip() for l in lines if pat.search(l) and not l.strip().startswith("#")]
+
+
+def test_readme_run_by_hand_block_sets_the_environment_make_demo_sets():
+    """Issue 31: the block did not set LLMOPS_WHEELS_DIR, so its --check showed a change and a real
+    run rewrote /opt/vllm/pip.conf to the PyTorch index. Every variable inventories/local reads from
+    the environment, and the ANSIBLE_* ones, get the same value from the README block as from
+    scripts/demo.sh (both run here in bash)."""
+    inv_names = set()
+    for path in glob.glob(os.path.join(ROOT, "inventories", "local", "**", "*.yml"), recursive=True):
+        with open(path, encoding="utf-8") as fh:
+            inv_names |= set(re.findall(r"lookup\('ansible\.builtin\.env', '([A-Z_]+)'", fh.read()))
+    assert {"LLMOPS_WHEELS_DIR", "LLMOPS_DEMO_NODE"} <= inv_names
+    names = sorted(inv_names | {"ANSIBLE_CONFIG", "ANSIBLE_COLLECTIONS_PATH"})
+    with open(os.path.join(ROOT, "scripts", "demo.sh"), encoding="utf-8") as fh:
+        demo = _env_lines(fh.read().splitlines(), names)
+    with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as fh:
+        block = re.search(r"```sh\n(.*?)```", fh.read().split("## Run it by hand", 1)[1], re.S).group(1)
+    readme = _env_lines([re.sub(r"\s+#\s.*$", "", l) for l in block.splitlines()], names)
+
+    def assigned(lines):
+        return set(n for l in lines for n in re.findall(r"\b([A-Z_]+)=", l) if n in names)
+
+    assert assigned(readme) == assigned(demo), (readme, demo)
+
+    def values(lines, activate):
+        script = "\n".join(([activate] if activate else []) + lines + ["true"] +
+                           ['printf "%s=%s\\n" {0} "${{{0}:-}}"'.format(n) for n in names])
+        env = {"PATH": "%s:/usr/bin:/bin" % os.path.join(ROOT, ".venv", "bin"), "HOME": "/nonexistent",
+               "LANG": "C.UTF-8"}
+        out = subprocess.run(["bash", "-c", script], cwd=ROOT, env=env, capture_output=True, text=True, check=True)
+        got = dict(l.split("=", 1) for l in out.stdout.splitlines() if "=" in l)
+        # The collections path's second part is the running venv's site-packages: compare the first.
+        got["ANSIBLE_COLLECTIONS_PATH"] = got["ANSIBLE_COLLECTIONS_PATH"].split(":")[0]
+        return got
+
+    assert values(readme, ". .venv/bin/activate") == values(demo, None)

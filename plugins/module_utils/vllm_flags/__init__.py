@@ -36,7 +36,7 @@ __metaclass__ = type
 
 from ansible_collections.llmops.serving.plugins.module_utils.vllm_flags.knobs import (  # noqa: F401
     COMMON_ARGS_VAR, COMMON_ENV_VAR, DEFAULT_GPU_MEMORY_UTILIZATION, FICTIONAL_ENV, FICTIONAL_ENV_CPU,
-    FICTIONAL_OPTIONS, INSTANCES_VAR, KV_CACHE_DTYPES, RESERVED_OPTIONS)
+    FICTIONAL_OPTIONS, FICTIONAL_OPTIONS_CPU, INSTANCES_VAR, KV_CACHE_DTYPES, RESERVED_OPTIONS)
 from ansible_collections.llmops.serving.plugins.module_utils.vllm_flags.options import (  # noqa: F401
     as_int, format_problems, inst_path, int_or_none, lookup, merged_options, normalize_key, option_source, problem)
 from ansible_collections.llmops.serving.plugins.module_utils.vllm_flags.fictional import (  # noqa: F401

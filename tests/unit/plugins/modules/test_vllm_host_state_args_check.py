@@ -55,3 +55,33 @@ def test_invalid_args_check_options_are_problems_naming_them(tmp_path):
     msg = res["args_check"]["msg"]
     assert msg.startswith("args_check:") and "device" in msg and "tpu" in msg
     assert res["args_check"]["problems"][0]["path"] == "args_check"
+
+
+def _generated(tmp_path, max_model_len, **tiny):
+    """The role's call on a first run: the model is generated later (vllm_tiny_model_generate), not there yet."""
+    model = str(tmp_path / "models" / "tiny")
+    inst = {"name": "a", "model": model, "port": 18931, "args": {"max_model_len": max_model_len}}
+    view = [{"name": "a", "model": model, "env": {}, "unit": "vllm@a.service", "state_dir": str(tmp_path / "state"),
+             "max_model_len": max_model_len, "max_model_len_path": "vllm_instances[0].args.max_model_len"}]
+    return run_module({"tiny_model": dict({"path": model}, **tiny), "args_check": {
+        "instances": [inst], "python": str(tmp_path / "no-venv" / "bin" / "python"), "device": "cpu",
+        "view": view, "service_user": "root", "service_group": "root", "protect_home": "false",
+        "check_ports": False, "generated_models": [model]}})
+
+
+def test_max_model_len_above_the_generated_models_positions_is_refused_before_it_exists(tmp_path):
+    # Issue 31: max_model_len 4096 on the generated tiny model (2048 positions) was deployed, then
+    # rolled back 47 s later; the check skipped models the role generates.
+    res = _generated(tmp_path, 4096, num_attention_heads=4)
+    assert not (tmp_path / "models").exists()
+    msg = res["args_check"]["msg"]
+    assert "instance a (vllm_instances[0]): vllm_instances[0].args.max_model_len = 4096 is above" in msg
+    assert "max_position_embeddings 2048" in msg and "vllm_tiny_model_preset" in msg
+    assert "Lower it to 2048 or less" in msg
+
+
+def test_generated_preset_positions_are_the_limit(tmp_path):
+    assert _generated(tmp_path, 8192, preset="llama3-8b")["args_check"]["problems"] == []
+    msg = _generated(tmp_path, 16384, preset="llama3-8b")["args_check"]["msg"]
+    assert "max_position_embeddings 8192" in msg and "= 16384 is above" in msg
+    assert _generated(tmp_path, 2048)["args_check"]["problems"] == []
