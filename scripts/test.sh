@@ -69,8 +69,9 @@ stage_bg wheelhouse scripts/testbed/wheelhouse.sh build
 stage_bg unit env VLLM_TEST_PYTHON="$vllm_python" pytest -q tests/unit ${LLMOPS_PYTEST_EXTRA:-} -p no:cacheprovider
 stage ansible-lint ansible-lint --profile production
 stage sanity scripts/sanity.sh
-# docs/modules/*.md and docs/filters.md are what the plugins' documentation renders to.
-stage docs python scripts/gen-plugin-docs.py --check
+# docs/modules/*.md and docs/filters.md are what the plugins' documentation renders to;
+# roles/*/README.md what the roles' argument specs render to.
+stage docs bash -c 'python scripts/gen-plugin-docs.py --check && python scripts/gen-role-readmes.py --check'
 stage build bash -c 'ansible-galaxy collection build --force --output-path build/ >/dev/null && ansible-galaxy collection install --force -p build/installed build/llmops-serving-*.tar.gz >/dev/null && ANSIBLE_COLLECTIONS_PATH=build/installed ansible-doc llmops.serving.vllm_health >/dev/null && echo "collection tarball builds, installs and documents"'
 # The tarball with only its declared dependencies, in a venv with ansible-core alone.
 stage install-test scripts/install-test.sh
