@@ -67,6 +67,10 @@ stage_bg wheelhouse scripts/testbed/wheelhouse.sh build
 # With VLLM_TEST_PYTHON the flag tests also run the installed vLLM's own parser.
 # shellcheck disable=SC2086 # extra pytest arguments, split on spaces
 stage_bg unit env VLLM_TEST_PYTHON="$vllm_python" pytest -q tests/unit ${LLMOPS_PYTEST_EXTRA:-} -p no:cacheprovider
+# The built tarball as Galaxy's importer, the docs site's linter and ansible-builder
+# take it (scripts/ecosystem.sh; its tools in .cache/ecosystem-venv): about a
+# minute of one core, beside the lint stages.
+stage_bg ecosystem scripts/ecosystem.sh
 stage ansible-lint ansible-lint --profile production
 stage sanity scripts/sanity.sh
 # docs/modules/*.md and docs/filters.md are what the plugins' documentation renders to;
@@ -81,6 +85,7 @@ stage install-test scripts/install-test.sh
 stage model-pull pytest -q -p no:cacheprovider tests/integration/test_model_pull_live.py
 stage_wait python-matrix
 stage_wait wheelhouse
+stage_wait ecosystem
 # The unit run's output waits until the end (its summary line closes the run).
 wait "${bg_pid[unit]}"; unit_rc=$?
 unit_took=$(( $(date +%s) - bg_t0[unit] ))
