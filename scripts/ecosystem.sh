@@ -41,8 +41,10 @@ ansible-galaxy collection build --force --output-path "$work" >/dev/null
 tarball=$(echo "$work"/llmops-serving-*.tar.gz)
 fail=0
 t0=$(date +%s)
-GALAXY_IMPORTER_RUN_FLAKE8=true GALAXY_IMPORTER_RUN_ANSIBLE_LINT=$([ -n "${LLMOPS_IMPORTER_LINT:-}" ] && echo true || echo false) \
-  python -m galaxy_importer.main "$tarball" >"$work/galaxy-importer.log" 2>&1 || true
+# (in $work: the importer writes importer_result.json into its working directory)
+(cd "$work" && GALAXY_IMPORTER_RUN_FLAKE8=true \
+  GALAXY_IMPORTER_RUN_ANSIBLE_LINT=$([ -n "${LLMOPS_IMPORTER_LINT:-}" ] && echo true || echo false) \
+  python -m galaxy_importer.main "$PWD/$(basename "$tarball")" >galaxy-importer.log 2>&1) || true
 if ! grep -q "^Importer processing completed successfully" "$work/galaxy-importer.log" || grep -q "^ERROR" "$work/galaxy-importer.log"; then
   echo "ecosystem: galaxy-importer refuses $tarball:" >&2
   grep -E "^(ERROR|WARNING)" "$work/galaxy-importer.log" | head -40 >&2
