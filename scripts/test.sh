@@ -71,6 +71,10 @@ stage_bg unit env VLLM_TEST_PYTHON="$vllm_python" pytest -q tests/unit ${LLMOPS_
 # take it (scripts/ecosystem.sh; its tools in .cache/ecosystem-venv): about a
 # minute of one core, beside the lint stages.
 stage_bg ecosystem scripts/ecosystem.sh
+# The other ansible-core versions meta/runtime.yml claims (scripts/core-matrix.sh):
+# the oldest and the newest each run, one between them in turn; the unit tests
+# that go through ansible-core and the version-dependent sanity tests.
+stage_bg core-matrix scripts/core-matrix.sh
 stage ansible-lint ansible-lint --profile production
 stage sanity scripts/sanity.sh
 # docs/modules/*.md and docs/filters.md are what the plugins' documentation renders to;
@@ -86,6 +90,7 @@ stage model-pull pytest -q -p no:cacheprovider tests/integration/test_model_pull
 stage_wait python-matrix
 stage_wait wheelhouse
 stage_wait ecosystem
+stage_wait core-matrix
 # The unit run's output waits until the end (its summary line closes the run).
 wait "${bg_pid[unit]}"; unit_rc=$?
 unit_took=$(( $(date +%s) - bg_t0[unit] ))
