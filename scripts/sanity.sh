@@ -21,7 +21,7 @@ pip_versions=$(SANITY_VENV_DIR=$venv python3 - <<'PY'
 import glob, os, re
 found = set()
 for path in glob.glob(os.environ['SANITY_VENV_DIR'] + '/lib/python3*/site-packages/ansible_test/_internal/python_requirements.py'):
-    found.update(re.findall(r"pip_version\s*=\s*['\"]([0-9.]+)['\"]", open(path).read()))
+    found.update(re.findall(r"\bpip(?:_version)?\s*=\s*['\"]([0-9.]+)['\"]", open(path).read()))
 print(" ".join(sorted(found)))
 PY
 )
