@@ -67,12 +67,15 @@ build: venv
 install-test: build
 	scripts/install-test.sh
 
-# docs/modules/*.md and docs/filters/*.md from the plugins' own documentation.
+# docs/modules/*.md and docs/filters/*.md from the plugins' own documentation;
+# roles/*/README.md from each role's meta/argument_specs.yml.
 docs: venv stage
 	$(PY) scripts/gen-plugin-docs.py
+	$(PY) scripts/gen-role-readmes.py
 
 docs-check: venv stage
 	$(PY) scripts/gen-plugin-docs.py --check
+	$(PY) scripts/gen-role-readmes.py --check
 
 changelog: venv
 	$(BIN)/antsibull-changelog release

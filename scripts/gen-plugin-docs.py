@@ -42,6 +42,7 @@ def markup(text):
     text = re.sub(r"U\(([^)]+)\)", r"<\1>", text)
     text = re.sub(r"B\(([^)]+)\)", r"**\1**", text)
     text = re.sub(r"I\(([^)]+)\)", r"*\1*", text)
+    text = re.sub(r"\bP\(([^#()]+)#(\w+)\)", r"`\1` (\2)", text)
     text = re.sub(r"\b(?:C|O|V|RV|M|P|E)\(([^()]*(?:\([^()]*\)[^()]*)*)\)", r"`\1`", text)
     return text.replace("|", "\\|")
 

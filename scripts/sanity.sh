@@ -1,20 +1,27 @@
 #!/usr/bin/env bash
-# ansible-test sanity on a staged copy at ansible_collections/llmops/serving
-# (ansible-test needs that path layout), using the tools venv's Python.
+# ansible-test sanity on the built tarball, unpacked at
+# build/sanity/ansible_collections/llmops/serving (ansible-test needs that path
+# layout): what ships is what is checked (symlinks stay symlinks, build_ignore
+# applies). SANITY_VENV names the venv whose ansible-core (ansible-test,
+# ansible-galaxy) and Python run it: the tools venv by default; the core matrix
+# (scripts/core-matrix.sh) passes one per ansible-core version, each with its
+# own tests/sanity/ignore-X.Y.txt.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-export PATH="$PWD/.venv/bin:$PATH"
+venv=${SANITY_VENV:-.venv}
+case $venv in /*) ;; *) venv=$PWD/$venv;; esac
+export PATH="$venv/bin:$PATH"
 # ansible-test skips its shellcheck test silently when the tool is missing.
 command -v shellcheck >/dev/null || {
   echo "sanity: shellcheck not found: apt-get install shellcheck (.ci/run does); ansible-test would skip the shellcheck test" >&2
   exit 1; }
 # ansible-test bootstraps pip in its venvs with a script from its CI host,
 # which is unreachable here: provide a stand-in for every pinned version.
-pip_versions=$(python3 - <<'PY'
-import glob, re
+pip_versions=$(SANITY_VENV_DIR=$venv python3 - <<'PY'
+import glob, os, re
 found = set()
-for path in glob.glob('.venv/lib/python3*/site-packages/ansible_test/_internal/python_requirements.py'):
-    found.update(re.findall(r"pip_version\s*=\s*['\"]([0-9.]+)['\"]", open(path).read()))
+for path in glob.glob(os.environ['SANITY_VENV_DIR'] + '/lib/python3*/site-packages/ansible_test/_internal/python_requirements.py'):
+    found.update(re.findall(r"\bpip(?:_version)?\s*=\s*['\"]([0-9.]+)['\"]", open(path).read()))
 print(" ".join(sorted(found)))
 PY
 )
@@ -24,8 +31,9 @@ for v in ${pip_versions:-24.2}; do
 done
 stage=build/sanity/ansible_collections/llmops/serving
 rm -rf build/sanity
-mkdir -p "$stage"
-git ls-files -z --cached --others --exclude-standard | xargs -0 -I{} cp --parents {} "$stage"/ 2>/dev/null || true
+mkdir -p "$stage" build/sanity/tarball
+ansible-galaxy collection build --force --output-path build/sanity/tarball >/dev/null
+tar -xzf build/sanity/tarball/llmops-serving-*.tar.gz -C "$stage"
 cd "$stage"
 git init -q && git add -A >/dev/null 2>&1
 python=$(python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])')

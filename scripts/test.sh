@@ -67,10 +67,19 @@ stage_bg wheelhouse scripts/testbed/wheelhouse.sh build
 # With VLLM_TEST_PYTHON the flag tests also run the installed vLLM's own parser.
 # shellcheck disable=SC2086 # extra pytest arguments, split on spaces
 stage_bg unit env VLLM_TEST_PYTHON="$vllm_python" pytest -q tests/unit ${LLMOPS_PYTEST_EXTRA:-} -p no:cacheprovider
+# The built tarball as Galaxy's importer, the docs site's linter and ansible-builder
+# take it (scripts/ecosystem.sh; its tools in .cache/ecosystem-venv): about a
+# minute of one core, beside the lint stages.
+stage_bg ecosystem scripts/ecosystem.sh
+# The other ansible-core versions meta/runtime.yml claims (scripts/core-matrix.sh):
+# the oldest and the newest each run, one between them in turn; the unit tests
+# that go through ansible-core and the version-dependent sanity tests.
+stage_bg core-matrix scripts/core-matrix.sh
 stage ansible-lint ansible-lint --profile production
 stage sanity scripts/sanity.sh
-# docs/modules/*.md and docs/filters.md are what the plugins' documentation renders to.
-stage docs python scripts/gen-plugin-docs.py --check
+# docs/modules/*.md and docs/filters.md are what the plugins' documentation renders to;
+# roles/*/README.md what the roles' argument specs render to.
+stage docs bash -c 'python scripts/gen-plugin-docs.py --check && python scripts/gen-role-readmes.py --check'
 stage build bash -c 'ansible-galaxy collection build --force --output-path build/ >/dev/null && ansible-galaxy collection install --force -p build/installed build/llmops-serving-*.tar.gz >/dev/null && ANSIBLE_COLLECTIONS_PATH=build/installed ansible-doc llmops.serving.vllm_health >/dev/null && echo "collection tarball builds, installs and documents"'
 # The tarball with only its declared dependencies, in a venv with ansible-core alone.
 stage install-test scripts/install-test.sh
@@ -80,6 +89,8 @@ stage install-test scripts/install-test.sh
 stage model-pull pytest -q -p no:cacheprovider tests/integration/test_model_pull_live.py
 stage_wait python-matrix
 stage_wait wheelhouse
+stage_wait ecosystem
+stage_wait core-matrix
 # The unit run's output waits until the end (its summary line closes the run).
 wait "${bg_pid[unit]}"; unit_rc=$?
 unit_took=$(( $(date +%s) - bg_t0[unit] ))

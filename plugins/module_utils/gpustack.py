@@ -23,9 +23,9 @@ import copy
 import json
 import time
 
-from ansible.module_utils.six.moves.http_cookiejar import CookieJar
-from ansible.module_utils.six.moves.urllib.error import HTTPError, URLError
-from ansible.module_utils.six.moves.urllib.parse import urlencode
+from http.cookiejar import CookieJar
+from urllib.error import HTTPError, URLError
+from urllib.parse import urlencode
 from ansible.module_utils.urls import open_url
 
 # Writable fields of ModelCreate/ModelUpdate (gs-openapi.json, 2.3.0). PUT sends

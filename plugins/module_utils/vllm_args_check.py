@@ -103,9 +103,10 @@ def run_argv(entry, instance, python, common_args):
 
 def parser_argv(entry, instance, common_args):
     """What the parser parses: the view entry's argv without its interpreter and entry
-    point (``-m MODULE`` or, on a headless node, ``-c CODE``); without a view, vllm_flags'."""
+    point (``-m vllm.entrypoints.cli.main serve``, ``-m MODULE`` or, on a headless node,
+    ``-c CODE``); without a view, vllm_flags'."""
     if entry and entry.get("argv"):
-        return list(entry["argv"][3:])
+        return vllm_args.server_args(entry["argv"])
     return vllm_flags.parser_argv(instance, common_args)
 
 

@@ -172,10 +172,10 @@ import json
 import os
 import re
 import sys
+from urllib.parse import quote
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.urls import open_url
-from ansible.module_utils.six.moves.urllib.parse import quote
 
 from ansible_collections.llmops.serving.plugins.module_utils import model_manifest as mm
 from ansible_collections.llmops.serving.plugins.module_utils import model_source as ms

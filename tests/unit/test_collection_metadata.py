@@ -63,6 +63,25 @@ def test_declared_ranges_match_the_ansible_package():
 
 
 def test_no_placeholder_urls():
+    """No made-up URL, with one named exception: Galaxy's importer refuses a collection
+    without `repository`, and no public repository exists yet. It may name a place under
+    example.org (RFC 2606: reserved, no one's site) only while docs/releasing.md tells the
+    release to put the real URL there before the first upload."""
     meta = galaxy()
-    for key in ("repository", "issues", "documentation", "homepage"):
+    for key in ("issues", "documentation", "homepage"):
         assert "example" not in str(meta.get(key) or ""), "galaxy.yml %s is a placeholder" % key
+    repo = str(meta.get("repository") or "")
+    assert repo, "galaxy.yml has no repository: galaxy-importer refuses the collection"
+    if "example" in repo:
+        assert re.match(r"^https://[a-z.]*\bexample\.org/", repo), repo
+        with open(os.path.join(ROOT, "docs", "releasing.md"), encoding="utf-8") as fh:
+            assert "put the real URL there" in fh.read()
+
+
+def test_galaxy_version_is_the_newest_release_of_the_changelog():
+    """antsibull-changelog release folds the fragments into the version galaxy.yml names."""
+    with open(os.path.join(ROOT, "changelogs", "changelog.yaml"), encoding="utf-8") as fh:
+        releases = list((yaml.safe_load(fh) or {}).get("releases") or {})
+    assert releases, "changelogs/changelog.yaml has no release"
+    newest = max(releases, key=LooseVersion)
+    assert str(galaxy()["version"]) == newest, (galaxy()["version"], newest)

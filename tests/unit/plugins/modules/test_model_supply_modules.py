@@ -11,7 +11,7 @@ import sys
 import threading
 
 import pytest
-from ansible.module_utils.testing import patch_module_args
+from module_args import patch_module_args
 
 from ansible_collections.llmops.serving.plugins.modules import model_fetch, model_manifest
 
