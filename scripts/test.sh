@@ -64,6 +64,10 @@ stage_bg python-matrix scripts/python-matrix.sh trixie
 # time: built here, beside the lint stages, so no molecule lane waits for it
 # (molecule/ray mounts it, the drift scenario fans it out). A no-op when present.
 stage_bg wheelhouse scripts/testbed/wheelhouse.sh build
+# The GPUStack and EvalScope venvs of the live stages (~2 GB from PyPI on a clean
+# checkout, mostly network time; scripts/live-venvs.sh): built here, beside the
+# lint stages, not in the foreground lane. A no-op when present.
+stage_bg live-venvs scripts/live-venvs.sh
 # With VLLM_TEST_PYTHON the flag tests also run the installed vLLM's own parser.
 # shellcheck disable=SC2086 # extra pytest arguments, split on spaces
 stage_bg unit env VLLM_TEST_PYTHON="$vllm_python" pytest -q tests/unit ${LLMOPS_PYTEST_EXTRA:-} -p no:cacheprovider
@@ -89,6 +93,7 @@ stage install-test scripts/install-test.sh
 stage model-pull pytest -q -p no:cacheprovider tests/integration/test_model_pull_live.py
 stage_wait python-matrix
 stage_wait wheelhouse
+stage_wait live-venvs
 stage_wait ecosystem
 stage_wait core-matrix
 # The unit run's output waits until the end (its summary line closes the run).
