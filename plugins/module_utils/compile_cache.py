@@ -19,11 +19,16 @@ Inductor, the compiled kernels inside them. Triton's own cache: the unit sets
 points the process at ``/tmp/torchinductor_<user>/triton/<dev>`` on a start
 that compiles, and every Triton kernel after it - vLLM's sampler kernels
 JIT-compiled in its warmup included - goes to the unit's private /tmp
-(PrivateTmp) and dies with the start. Not carried: ``$VLLM_CACHE_ROOT/modelinfos``,
-vLLM's model-class inspection (a miss runs a subprocess importing vLLM, 18.4 s
-on the H200): every start writes it, --enforce-eager ones too, so in these dirs
-it would make such instances collectors and keep a started host from being
-seeded; it needs a rule of its own.
+(PrivateTmp) and dies with the start.
+
+Companions (COMPANION_DIRS): ``$VLLM_CACHE_ROOT/modelinfos``, vLLM's model-class
+inspection (a miss runs a subprocess importing vLLM: 18.4-24.2 s of a seeded
+start on the H200). Every start writes it, --enforce-eager ones too, so it is
+not a compile artifact: it never makes an instance a collector (``cache_files``
+counts the compile dirs only) and never keeps a cache from counting as empty.
+It travels with the compile artifacts: packed beside them when there are any,
+and unpacked where the host has no file of that name yet (vLLM keys each file
+by the model class's module hash and checks it when reading).
 
 The key: everything that decides whether an artifact compiled on one host is
 valid on another. vLLM re-derives its own hash (config, code, environment)
@@ -60,12 +65,14 @@ import stat
 import tarfile
 import time
 
-LAYOUT = 1
+LAYOUT = 2  # 2: the archive carries the companions (modelinfos)
 
 # Relative to the instance's state directory (the unit's HOME).
 # .triton/cache holds every Triton kernel since the unit sets TRITON_CACHE_DIR there
 # (2026-12-03, the H200 8B run: a seeded start compiled vLLM's sampler kernels again, 15 s).
 DEFAULT_DIRS = ["cache/vllm/torch_compile_cache", ".triton/cache"]
+# Carried with the artifacts, never counted as one (see the module docstring).
+COMPANION_DIRS = ["cache/vllm/modelinfos"]
 
 # Options that cannot change the compiled graph: the server's own (bind,
 # names, TLS, logging, parsers, templates, shutdown) and those vLLM's compile
@@ -276,25 +283,34 @@ def check_dirs(dirs):
     return dirs
 
 
+def _in(norm, dirs):
+    return any(norm == d or norm.startswith(d + "/") for d in dirs)
+
+
 def member_problem(member, dirs):
     """Why a tar member may not be extracted (None: it may)."""
     name = member.name
     norm = posixpath.normpath(name)
     if name.startswith("/") or norm != name.rstrip("/") or norm.split("/")[0] == "..":
         return "%s: not a plain relative path" % name
-    if not any(norm == d or norm.startswith(d + "/") for d in dirs):
+    if not _in(norm, dirs):
         return "%s: outside the cache dirs (%s)" % (name, ", ".join(dirs))
     if not (member.isfile() or member.isdir()):
         return "%s: not a regular file or directory" % name
     return None
 
 
-def pack(state_dir, dirs, dest):
-    """tar.gz of the regular files and directories under the cache dirs (links are skipped,
-    nothing is followed). Returns dict(files, bytes, sha256, skipped); no file is written
-    when there is nothing to pack (files == 0)."""
-    entries, skipped = [], 0
-    for d in dirs:
+def pack(state_dir, dirs, dest, companions=()):
+    """tar.gz of the regular files and directories under the cache dirs and the companion dirs
+    (links are skipped, nothing is followed). Returns dict(files, bytes, sha256, skipped,
+    companion_files); no file is written when the cache dirs hold nothing to pack (files ==
+    0): companions alone are no artifact."""
+    entries, skipped, artifacts = [], 0, None
+    for d in list(dirs) + [c for c in companions if c not in dirs]:
+        if d not in dirs and artifacts is None:
+            artifacts = sum(1 for e in entries if not e[2])
+            if not artifacts:
+                break
         top = os.path.join(state_dir, d)
         if not os.path.isdir(top) or os.path.islink(top):
             continue
@@ -310,8 +326,10 @@ def pack(state_dir, dirs, dest):
                 else:
                     skipped += 1
     nfiles = sum(1 for e in entries if not e[2])
-    if not nfiles:
-        return {"files": 0, "bytes": 0, "sha256": None, "skipped": skipped}
+    if artifacts is None:
+        artifacts = nfiles
+    if not artifacts:
+        return {"files": 0, "bytes": 0, "sha256": None, "skipped": skipped, "companion_files": 0}
     tmp = dest + ".part"
     with tarfile.open(tmp, "w:gz") as tar:
         for rel, full, is_dir in entries:
@@ -330,7 +348,8 @@ def pack(state_dir, dirs, dest):
                 info.size = fst.st_size
                 tar.addfile(info, fh)
     os.rename(tmp, dest)
-    return {"files": nfiles, "bytes": os.path.getsize(dest), "sha256": sha256_file(dest), "skipped": skipped}
+    return {"files": nfiles, "bytes": os.path.getsize(dest), "sha256": sha256_file(dest), "skipped": skipped,
+            "companion_files": nfiles - artifacts}
 
 
 def sha256_file(path):
@@ -366,15 +385,17 @@ def _walk_dirs(top_fd, parts, uid, gid):
     return fd
 
 
-def extract(archive, state_dir, dirs, uid, gid):
+def extract(archive, state_dir, dirs, uid, gid, companions=()):
     """Unpack a checked archive into the instance's state directory as ``uid:gid`` (the
     service user), modes kept (setuid/setgid/sticky and world-write dropped), mtimes kept.
     The state directory belongs to the service user, and this runs as root: no path is
-    followed through a link, and no existing file is replaced (the cache must be empty).
+    followed through a link, and no existing file is replaced (the cache must be empty; a
+    companion file the host already has is kept, the archive's is not written).
     Returns the number of files written."""
+    allowed = list(dirs) + [c for c in companions if c not in dirs]
     with tarfile.open(archive, "r:gz") as tar:
         members = tar.getmembers()
-        problems = [p for p in (member_problem(m, dirs) for m in members) if p]
+        problems = [p for p in (member_problem(m, allowed) for m in members) if p]
         if problems:
             raise CompileCacheError("the archive is refused: %s" % "; ".join(problems[:5]))
         parent_fd = os.open(os.path.realpath(os.path.dirname(state_dir.rstrip("/"))), os.O_RDONLY | os.O_DIRECTORY)
@@ -398,6 +419,10 @@ def extract(archive, state_dir, dirs, uid, gid):
                 dfd = _walk_dirs(top_fd, parts[:-1], uid, gid)
                 try:
                     fd = os.open(parts[-1], os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600, dir_fd=dfd)
+                except OSError as e:
+                    if e.errno == errno.EEXIST and not _in(posixpath.normpath(m.name), dirs):
+                        continue  # a companion file the host already has: kept
+                    raise
                 finally:
                     os.close(dfd)
                 with os.fdopen(fd, "wb") as out:

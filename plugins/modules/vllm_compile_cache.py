@@ -24,7 +24,8 @@ description:
     state directory, and the options and environment variables that can change the compiled graph; and counts
     the files in the instance's cache dirs.
   - O(action=collect) packs the cache dirs of one instance into O(dest) (tar.gz of regular files and
-    directories; links are not followed) and returns its sha256.
+    directories; links are not followed), with its O(companion_dirs) when the cache dirs hold anything, and
+    returns its sha256.
   - O(action=seed) unpacks O(src) into an instance whose cache dirs are empty, after checking that O(record)
     is for exactly O(key) (its fields hash to it), that O(src) has the record's sha256, and that every member
     is a file or directory inside the cache dirs. Files are owned by O(owner):O(group), modes kept
@@ -48,6 +49,18 @@ options:
     type: list
     elements: str
     default: [cache/vllm/torch_compile_cache, .triton/cache]
+  companion_dirs:
+    description:
+      - Dirs carried with the compile artifacts but never counted as one, relative to the instance's state
+        directory. The default is vLLM's model-class inspection (C($VLLM_CACHE_ROOT/modelinfos)), which every
+        start writes, C(--enforce-eager) ones too; a seeded start without it runs vLLM's inspection subprocess
+        again (18-24 s on the H200).
+      - O(action=key) and O(action=seed) do not count their files (a cache holding only them is empty);
+        O(action=collect) packs them only beside compile artifacts; O(action=seed) writes each of their files
+        the host does not have yet and keeps the host's own.
+    type: list
+    elements: str
+    default: [cache/vllm/modelinfos]
   gpus:
     description:
       - O(action=key) - GPU facts (C(llmops_gpu.gpus) of M(llmops.serving.gpu_info)); without them a CUDA
@@ -108,7 +121,8 @@ instances:
   elements: dict
 packed:
   description: O(action=collect) - C(files), C(bytes), C(sha256) of the archive (C(files) 0 - nothing written),
-    C(skipped) (links and other non-regular files left out).
+    C(skipped) (links and other non-regular files left out), C(companion_files) (how many of C(files) are from
+    O(companion_dirs)).
   returned: action=collect
   type: dict
 seeded:
@@ -116,7 +130,7 @@ seeded:
   returned: action=seed
   type: bool
 files:
-  description: O(action=seed) - files written.
+  description: O(action=seed) - files written (companion files the host already had are not written).
   returned: action=seed
   type: int
 msg:
@@ -236,7 +250,7 @@ def do_collect(module):
     parent = os.path.dirname(p["dest"])
     if not os.path.isdir(parent):
         os.makedirs(parent, 0o700)
-    packed = cc.pack(p["state_dir"], p["dirs"], p["dest"])
+    packed = cc.pack(p["state_dir"], p["dirs"], p["dest"], p["companion_dirs"])
     if not packed["files"]:
         module.exit_json(changed=False, packed=packed, msg="nothing to collect: %s holds no compile artifact"
                          % p["state_dir"])
@@ -267,7 +281,7 @@ def do_seed(module):
         module.exit_json(changed=True, seeded=True, files=record["files"], msg="would seed %s" % p["state_dir"])
     try:
         written = cc.extract(p["src"], p["state_dir"], cc.check_dirs(p["dirs"]), pwd.getpwnam(p["owner"]).pw_uid,
-                             grp.getgrnam(p["group"]).gr_gid)
+                             grp.getgrnam(p["group"]).gr_gid, cc.check_dirs(p["companion_dirs"]))
     except cc.CompileCacheError as e:
         refuse(str(e))
     os.remove(p["src"])
@@ -281,6 +295,7 @@ def main():
             action=dict(type="str", required=True, choices=["key", "collect", "seed"]),
             instances=dict(type="list", elements="dict", default=[]),
             dirs=dict(type="list", elements="str", default=list(cc.DEFAULT_DIRS)),
+            companion_dirs=dict(type="list", elements="str", default=list(cc.COMPANION_DIRS)),
             gpus=dict(type="list", elements="dict"),
             manifests_dir=dict(type="path", default="/var/lib/llmops/models"),
             state_dir=dict(type="path"),
@@ -297,6 +312,7 @@ def main():
     )
     try:
         cc.check_dirs(module.params["dirs"])
+        cc.check_dirs(module.params["companion_dirs"])
     except cc.CompileCacheError as e:
         module.fail_json(msg=str(e))
     action = module.params["action"]

@@ -42,3 +42,15 @@ def test_the_role_and_the_module_collect_what_the_rule_says():
         spec = yaml.safe_load(f)["argument_specs"]["main"]["options"]["vllm_compile_cache_dirs"]
     assert spec["default"] == cc.DEFAULT_DIRS
     assert yaml.safe_load(mod.DOCUMENTATION)["options"]["dirs"]["default"] == cc.DEFAULT_DIRS
+
+
+def test_modelinfos_is_a_companion_under_the_units_vllm_cache_root():
+    """vLLM writes its model-class inspection to $VLLM_CACHE_ROOT/modelinfos: the companion dir is that one
+    (relative to the unit's HOME), never one of the compile dirs, and the module documents the same default."""
+    import yaml
+    from ansible_collections.llmops.serving.plugins.modules import vllm_compile_cache as mod
+    env = env_lines()
+    root = env["VLLM_CACHE_ROOT"][len(env["HOME"]) + 1:]
+    assert cc.COMPANION_DIRS == [root + "/modelinfos"]
+    assert not set(cc.COMPANION_DIRS) & set(cc.DEFAULT_DIRS)
+    assert yaml.safe_load(mod.DOCUMENTATION)["options"]["companion_dirs"]["default"] == cc.COMPANION_DIRS

@@ -32,7 +32,7 @@ def fields(**over):
 
 def test_the_key_fields():
     f = fields()
-    assert f == {"layout": 1, "vllm": "vllm==0.25.1", "torch": "2.11.0+cu130", "triton": "3.6.0", "device": H200,
+    assert f == {"layout": 2, "vllm": "vllm==0.25.1", "torch": "2.11.0+cu130", "triton": "3.6.0", "device": H200,
                  "model_sha256": MODEL, "cache_root": "/var/lib/vllm/tiny",
                  "argv": [["kv-cache-dtype", "fp8"], ["max-model-len", "512"], ["max-num-seqs", "16"],
                           ["model", "/srv/models/tiny"]],
@@ -236,6 +236,50 @@ def test_nothing_to_pack_writes_nothing(tmp_path):
     (tmp_path / "inst/cache/vllm").mkdir(parents=True)
     assert cc.pack(str(tmp_path / "inst"), cc.DEFAULT_DIRS, str(tmp_path / "o.tar.gz"))["files"] == 0
     assert not (tmp_path / "o.tar.gz").exists()
+
+
+def modelinfo(state, name="vllm-model_executor-models-llama-LlamaForCausalLM.json", body=b'{"architecture": 1}'):
+    d = state / "cache/vllm/modelinfos"
+    d.mkdir(parents=True, exist_ok=True)
+    (d / name).write_bytes(body)
+
+
+def test_modelinfos_travel_with_the_artifacts_and_never_count_as_one(tmp_path):
+    """vLLM's model-class inspection (modelinfos, 18-24 s of a seeded H200 start when missing): every start
+    writes it, --enforce-eager too. Packed beside compile artifacts; a cache holding only it is empty (no
+    collector, still seedable); on the seeded host a file of the same name that is there is kept."""
+    src, dst = tmp_path / "a" / "inst", tmp_path / "b" / "inst"
+    make_cache(src)
+    modelinfo(src)
+    modelinfo(src, "other.json", b"{}")
+    assert cc.cache_files(str(src), cc.DEFAULT_DIRS) == 4  # the compile dirs only: 3 files + the link
+    packed = cc.pack(str(src), cc.DEFAULT_DIRS, str(tmp_path / "out.tar.gz"), cc.COMPANION_DIRS)
+    assert (packed["files"], packed["companion_files"], packed["skipped"]) == (5, 2, 1)
+    # The seeded host started once already (an eager start, say): its own modelinfos file is kept.
+    modelinfo(dst, "other.json", b"host's own")
+    assert cc.cache_files(str(dst), cc.DEFAULT_DIRS) == 0
+    written = cc.extract(str(tmp_path / "out.tar.gz"), str(dst), cc.DEFAULT_DIRS, os.getuid(), os.getgid(),
+                         cc.COMPANION_DIRS)
+    assert written == 4
+    assert (dst / "cache/vllm/modelinfos/other.json").read_bytes() == b"host's own"
+    assert (dst / "cache/vllm/modelinfos/vllm-model_executor-models-llama-LlamaForCausalLM.json").read_bytes() \
+        == b'{"architecture": 1}'
+    # The compile dirs still never take a file over an existing one.
+    with pytest.raises(OSError):
+        cc.extract(str(tmp_path / "out.tar.gz"), str(dst), cc.DEFAULT_DIRS, os.getuid(), os.getgid(),
+                   cc.COMPANION_DIRS)
+    # Without the companions named, their members are outside what may be extracted.
+    with pytest.raises(cc.CompileCacheError, match="outside the cache dirs"):
+        cc.extract(str(tmp_path / "out.tar.gz"), str(tmp_path / "c"), cc.DEFAULT_DIRS, os.getuid(), os.getgid())
+
+
+def test_modelinfos_alone_are_not_an_artifact(tmp_path):
+    """An --enforce-eager instance's state dir: modelinfos and nothing compiled: nothing packed."""
+    inst = tmp_path / "inst"
+    modelinfo(inst)
+    assert cc.cache_files(str(inst), cc.DEFAULT_DIRS) == 0
+    packed = cc.pack(str(inst), cc.DEFAULT_DIRS, str(tmp_path / "o.tar.gz"), cc.COMPANION_DIRS)
+    assert packed["files"] == 0 and not (tmp_path / "o.tar.gz").exists()
 
 
 def _tar(path, members):

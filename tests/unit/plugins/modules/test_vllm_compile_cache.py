@@ -76,15 +76,19 @@ def cache(view):
     os.makedirs(d)
     with open(os.path.join(d, "model"), "wb") as f:
         f.write(b"aot")
+    infos = os.path.join(view["state_dir"], "cache/vllm/modelinfos")
+    os.makedirs(infos)
+    with open(os.path.join(infos, "LlamaForCausalLM.json"), "w") as f:
+        f.write('{"m": 1}')
 
 
 def collect(tmp_path, view):
     info = key_of(tmp_path, view)
     dest = str(tmp_path / "stage" / ("%s.tar.gz" % info["key"]))
     res = run_module("vllm_compile_cache", {"action": "collect", "state_dir": view["state_dir"], "dest": dest})
-    assert res["changed"] is True and res["packed"]["files"] == 1, res
+    assert res["changed"] is True and res["packed"]["files"] == 2 and res["packed"]["companion_files"] == 1, res
     rec = {"key": info["key"], "fields": info["fields"], "archive": cc.archive_name(info["key"], res["packed"]["sha256"]),
-           "sha256": res["packed"]["sha256"], "bytes": res["packed"]["bytes"], "files": 1, "dirs": cc.DEFAULT_DIRS}
+           "sha256": res["packed"]["sha256"], "bytes": res["packed"]["bytes"], "files": 2, "dirs": cc.DEFAULT_DIRS}
     return info, dest, rec
 
 
@@ -105,8 +109,15 @@ def test_collect_then_seed_an_empty_cache(tmp_path):
     os.makedirs(view["state_dir"])
     res = seed(view, info, src, rec, check=True)
     assert res["changed"] is True and res["seeded"] is True and not os.listdir(view["state_dir"])
+    # What an earlier --enforce-eager start left (vLLM's model-class inspection): the cache is still empty.
+    infos = os.path.join(view["state_dir"], "cache/vllm/modelinfos")
+    os.makedirs(infos)
+    with open(os.path.join(infos, "own.json"), "w") as f:
+        f.write("{}")
     res = seed(view, info, src, rec)
-    assert res["seeded"] is True and res["files"] == 1, res
+    assert res["seeded"] is True and res["files"] == 2, res  # the artifact and the collected modelinfos file
+    with open(os.path.join(infos, "LlamaForCausalLM.json")) as f:
+        assert f.read() == '{"m": 1}'
     model = os.path.join(view["state_dir"], "cache/vllm/torch_compile_cache/torch_aot_compile/h/rank_0_0/model")
     with open(model, "rb") as f:
         assert f.read() == b"aot"
