@@ -34,7 +34,11 @@ t0=$(date +%s)
 # dpkg; the role's apt task then finds nothing missing.
 py=python3
 [ -x "$repo/.venv/bin/python" ] && py="$repo/.venv/bin/python"
-os_packages=$("$py" -c 'import sys, yaml; print(" ".join(yaml.safe_load(open(sys.argv[1]))["vllm_os_packages_cpu"]))' \
+# With the compile packages (g++, python3-dev): the image's default instance compiles
+# (no --enforce-eager), so the role wants them too, and the scenarios' compiling
+# instances find them installed.
+os_packages=$("$py" -c 'import sys, yaml; d = yaml.safe_load(open(sys.argv[1]))
+print(" ".join(d["vllm_os_packages_cpu"] + d["vllm_os_packages_cpu_compile"]))' \
   "$repo/roles/vllm_service/defaults/main.yml")
 mkdir -p "$tmp/debs/partial"
 # shellcheck disable=SC2086 # a list of package names
