@@ -89,6 +89,17 @@ class Runtime(object):
             raise HaproxyRuntimeError("set server %s/%s state %s: %s" % (backend, server, state, out))
 
 
+def sole_server_warning(server, backends):
+    """The play's warning when a drain takes a model's only server out (issue 31: say so, naming
+    the model); None when every drained backend had another server."""
+    if not backends:
+        return None
+    return ("draining %s takes the only server of %s out of rotation: requests for %s get 503 until this "
+            "instance is ready again. Run a second instance of the model (another host or port) to restart "
+            "it without a gap." % (server, ", ".join("backend %s" % b for b in backends),
+                                   ", ".join("model %s" % (b[2:] if b.startswith("m_") else b) for b in backends)))
+
+
 class ServerState(object):
     """Drain or ready one server (in every backend that holds it, or one backend)."""
 

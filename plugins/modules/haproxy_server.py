@@ -19,7 +19,8 @@ description:
   - O(state=drain) stops new traffic to the server and, with O(wait), waits until its current and
     queued sessions are 0. With O(require_other_ready) it first waits until another server of the
     same backend is ready (UP, not drained), so a model never loses its last ready server; a
-    backend with this server only is drained anyway and listed in RV(sole_server).
+    backend with this server only is drained anyway, listed in RV(sole_server), and the play warns
+    naming the model (its requests get 503 until the server is ready again).
   - O(state=ready) puts the server back and, with O(wait), waits until its health check reports UP.
   - A missing socket or a server the gateway does not know (first deployment) is returned as data
     (RV(unavailable)), not as a failure. Check mode reads only.
@@ -88,7 +89,7 @@ waited_s:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.llmops.serving.plugins.module_utils.haproxy_runtime import (
-    HaproxyRuntimeError, Runtime, ServerState)
+    HaproxyRuntimeError, Runtime, ServerState, sole_server_warning)
 
 
 def main():
@@ -115,6 +116,9 @@ def main():
             require_other_ready=p["require_other_ready"])
     except (HaproxyRuntimeError, OSError) as exc:
         module.fail_json(msg=str(exc))
+    warning = sole_server_warning(p["server"], result["sole_server"])
+    if warning:
+        module.warn(warning)
     module.exit_json(**result)
 
 

@@ -99,3 +99,19 @@ def test_an_error_answer_of_set_server_raises():
     rt = Replay("show_stat_both_up.csv")
     with pytest.raises(hr.HaproxyRuntimeError, match="No such server"):
         rt.set_state("m_tiny", "nope", "drain")
+
+
+def test_draining_a_models_only_server_is_done_and_warned_naming_the_model():
+    """A backend with one server (real capture: haproxy 2.6.12, backend m_solo, n1__default UP): the drain
+    is not held up, the backend is listed as sole_server, and the warning names the server and the model."""
+    rt = Replay("show_stat_sole_server.csv")
+    clock = Clock()
+    res = hr.ServerState(rt, "n1__default", clock=clock, sleep=clock.sleep).apply("drain", wait=False)
+    assert rt.sent == ["set server m_solo/n1__default state drain"] and res["sole_server"] == ["m_solo"]
+    warning = hr.sole_server_warning("n1__default", res["sole_server"])
+    assert "n1__default" in warning and "model solo" in warning and "503" in warning
+    assert hr.sole_server_warning("n2__default", []) is None
+    # With another server ready (the both-up capture) nothing is sole, no warning.
+    rt = Replay("show_stat_both_up.csv")
+    res = hr.ServerState(rt, "n2__default", clock=clock, sleep=clock.sleep).apply("drain", wait=False)
+    assert res["sole_server"] == [] and hr.sole_server_warning("n2__default", res["sole_server"]) is None
