@@ -40,6 +40,11 @@ def gateway_key_headers(names):
     return _wrap(gateway.key_headers, names)
 
 
+def gateway_routing(backends, setting, prefix_bytes=256, balance_factor=125, max_body_bytes=None):
+    """Backends with their routing mode (gateway_routing, checked)."""
+    return _wrap(gateway.routing, backends, setting, prefix_bytes, balance_factor, max_body_bytes)
+
+
 def gateway_server_name(instance, host):
     return gateway.server_name(host, instance)
 
@@ -52,4 +57,5 @@ class FilterModule(object):
             "gateway_key_map": gateway_key_map,
             "gateway_key_headers": gateway_key_headers,
             "gateway_server_name": gateway_server_name,
+            "gateway_routing": gateway_routing,
         }

@@ -171,6 +171,65 @@ def model_map(backends):
     return out
 
 
+ROUTING_MODES = ("leastconn", "session", "prefix")
+
+
+def routing(backends, setting, prefix_bytes=256, balance_factor=125, max_body_bytes=None):
+    """The backends with each one's ``routing`` (issue 34: cache-aware routing).
+
+    ``setting``: ``gateway_routing``, a mode for every model or ``{served name or alias: mode}``
+    (models not listed: leastconn). Modes: ``leastconn`` (fewest connections), ``session`` (a
+    conversation sticks: the session header, else the body's ``user``), ``prefix`` (a shared
+    prompt prefix sticks: the first ``prefix_bytes`` of the system prompt, first message,
+    prompt or input). session and prefix use consistent hashing with bounded load
+    (``hash-balance-factor``): a drained or down server's keys move to the others, and no server
+    takes more than ``balance_factor`` % of the average load. Requests without a key are
+    balanced round robin."""
+    def bad(msg):
+        raise GatewayConfigError(msg + " (gateway_routing: one of %s, or {MODEL: MODE})" % ", ".join(ROUTING_MODES))
+
+    names = model_map(backends)
+    if isinstance(setting, str) or setting is None:
+        default, per_model = (setting or "leastconn"), {}
+    elif isinstance(setting, dict):
+        default, per_model = "leastconn", setting
+    else:
+        bad("gateway_routing must be a mode or a dict, got %s" % type(setting).__name__)
+    if default not in ROUTING_MODES:
+        bad("gateway_routing %r is no routing mode" % default)
+    modes = {}
+    for model, mode in per_model.items():
+        if str(model) not in names:
+            bad("gateway_routing names %s, which this gateway does not serve (served: %s)"
+                % (model, ", ".join(sorted(names)) or "none"))
+        if mode not in ROUTING_MODES:
+            bad("gateway_routing[%s] %r is no routing mode" % (model, mode))
+        backend = names[str(model)]
+        if backend in modes and modes[backend] != mode:
+            bad("gateway_routing gives %s two modes through its aliases (%s, %s)" % (backend, modes[backend], mode))
+        modes[backend] = mode
+    try:
+        prefix_bytes, balance_factor = int(prefix_bytes), int(balance_factor)
+    except (TypeError, ValueError):
+        raise GatewayConfigError("gateway_routing_prefix_bytes and gateway_routing_balance_factor must be integers")
+    limit = int(max_body_bytes) if max_body_bytes else None
+    if prefix_bytes < 1 or (limit and prefix_bytes > limit):
+        raise GatewayConfigError("gateway_routing_prefix_bytes must be 1 to gateway_max_body_bytes (%s), got %d"
+                                 % (limit, prefix_bytes))
+    if balance_factor <= 100:
+        raise GatewayConfigError("gateway_routing_balance_factor must be above 100 (HAProxy's hash-balance-factor: a "
+                                 "server takes at most that %% of the average load), got %d" % balance_factor)
+    out = []
+    for b in backends:
+        out.append(dict(b, routing=modes.get(b["name"], default)))
+    return out
+
+
+def routing_needs(backends):
+    """Which request keys the frontend must read: a subset of ("session", "prefix")."""
+    return sorted(set(b.get("routing") for b in backends) & {"session", "prefix"})
+
+
 def check_settings(backends, settings, views):
     """Port clash / TLS files / empty fleet, before anything changes."""
     if not backends and settings.get("require_backends", True):

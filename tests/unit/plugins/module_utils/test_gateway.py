@@ -154,3 +154,27 @@ def test_the_template_digests_the_first_header_that_carries_a_key():
         'http-request set-var(txn.kd) req.hdr(x-api-key),sha2(256),hex,lower'
         ' if !{ var(txn.kd) -m found } { req.hdr(x-api-key) -m found }']
     assert len(_key_lines(["authorization"])) == 1
+
+
+def test_routing_per_model_by_name_or_alias_others_leastconn():
+    fleet = {"n1": [view(aliases=("tiny-latest",), port=8301), view(name="big", served="big", port=8303)]}
+    backends = gw.build_backends(fleet, dict(SETTINGS, upstream_addresses={"n1": "10.0.0.1"}))
+    routed = gw.routing(backends, {"tiny-latest": "session"})
+    assert {b["name"]: b["routing"] for b in routed} == {"m_big": "leastconn", "m_tiny": "session"}
+    assert gw.routing_needs(routed) == ["session"]
+    assert {b["routing"] for b in gw.routing(backends, "prefix")} == {"prefix"}
+    assert gw.routing_needs(gw.routing(backends, "leastconn")) == []
+
+
+@pytest.mark.parametrize("setting,kwargs,message", [
+    ({"tiny": "session", "tiny-latest": "prefix"}, {}, "gives m_tiny two modes through its aliases"),
+    (["session"], {}, "must be a mode or a dict"),
+    ("session", {"balance_factor": 100}, "gateway_routing_balance_factor must be above 100"),
+    ("prefix", {"prefix_bytes": 0}, "gateway_routing_prefix_bytes must be 1 to gateway_max_body_bytes"),
+    ("prefix", {"prefix_bytes": 5000, "max_body_bytes": 4096}, "gateway_routing_prefix_bytes must be 1 to"),
+])
+def test_bad_routing_names_the_variable(setting, kwargs, message):
+    fleet = {"n1": [view(aliases=("tiny-latest",), port=8301)]}
+    backends = gw.build_backends(fleet, dict(SETTINGS, upstream_addresses={"n1": "10.0.0.1"}))
+    with pytest.raises(gw.GatewayConfigError, match=message):
+        gw.routing(backends, setting, **kwargs)
