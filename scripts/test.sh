@@ -91,8 +91,9 @@ stage install-test scripts/install-test.sh
 # test on loopback; the test skips when nginx is not installed) and Python's
 # http.server (no Range). About a minute; no vLLM needed.
 stage model-pull pytest -q -p no:cacheprovider tests/integration/test_model_pull_live.py
-# Cache-aware routing through a real HAProxy (Debian's; the role's preflight and template)
-# in front of small HTTP servers on loopback: session and prefix stickiness, drain. ~25 s.
+# Cache-aware routing and per-key limits through a real HAProxy (Debian's; the role's
+# preflight and template) in front of small HTTP servers on loopback: session and prefix
+# stickiness, drain, 429s, two gateways sharing counters through peers. ~60 s.
 stage gateway-routing pytest -q -p no:cacheprovider tests/integration/test_gateway_routing_live.py
 stage_wait python-matrix
 stage_wait wheelhouse

@@ -30,9 +30,15 @@ def gateway_model_map(backends):
     return gateway.model_map(backends)
 
 
-def gateway_key_map(api_key, api_keys, models):
-    """keys.map lines (key digests only). Call it only from a no_log task or template."""
-    return _wrap(gateway.key_map_lines, api_key, api_keys, models)
+def gateway_key_map(api_key, api_keys, models, api_key_limits=None):
+    """keys.map lines (key digests only, with limits when any key has them). Call it only from a no_log task or
+    template."""
+    return _wrap(gateway.key_map_lines, api_key, api_keys, models, api_key_limits)
+
+
+def gateway_limits_in_use(lines):
+    """Whether keys.map lines carry per-key limits."""
+    return gateway.limits_in_use(lines)
 
 
 def gateway_key_headers(names):
@@ -45,6 +51,11 @@ def gateway_routing(backends, setting, prefix_bytes=256, balance_factor=125, max
     return _wrap(gateway.routing, backends, setting, prefix_bytes, balance_factor, max_body_bytes)
 
 
+def gateway_peers(hosts, addresses, ansible_hosts, ports):
+    """[{name, address, port}] of the gateway hosts sharing the per-key counters (checked)."""
+    return _wrap(gateway.peers, hosts, addresses, ansible_hosts, ports)
+
+
 def gateway_server_name(instance, host):
     return gateway.server_name(host, instance)
 
@@ -55,7 +66,9 @@ class FilterModule(object):
             "gateway_backends": gateway_backends,
             "gateway_model_map": gateway_model_map,
             "gateway_key_map": gateway_key_map,
+            "gateway_limits_in_use": gateway_limits_in_use,
             "gateway_key_headers": gateway_key_headers,
             "gateway_server_name": gateway_server_name,
             "gateway_routing": gateway_routing,
+            "gateway_peers": gateway_peers,
         }

@@ -291,31 +291,118 @@ def key_digest(key):
     return hashlib.sha256(str(key).encode("utf-8")).hexdigest()
 
 
-def key_map_lines(api_key, api_keys, models):
-    """keys.map lines ``SHA256:MODEL 1``: one per (key, model) the key may use.
+LIMIT_FIELDS = ("requests", "concurrent")
+
+
+def _limits(value, where):
+    """A key's limits: ``{requests: N per window, concurrent: N}`` -> (requests, concurrent), 0 = none."""
+    if value in (None, {}):
+        return (0, 0)
+    if not isinstance(value, dict):
+        raise GatewayConfigError("%s must be a dict {requests: N, concurrent: N}, got %s" % (where, type(value).__name__))
+    unknown = sorted(set(value) - set(LIMIT_FIELDS))
+    if unknown:
+        hint = ""
+        if any(k in ("rpm", "requests_per_minute", "rate", "max_requests") for k in unknown):
+            hint = " (requests counts per gateway_limit_window)"
+        if any("token" in k for k in unknown):
+            hint = " (token quotas are not counted at the gateway yet)"
+        raise GatewayConfigError("%s has unknown keys %s: use requests and concurrent%s" % (where, ", ".join(unknown), hint))
+    out = []
+    for field in LIMIT_FIELDS:
+        v = value.get(field, 0)
+        if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+            raise GatewayConfigError("%s.%s must be a whole number >= 0 (0: no limit), got %r" % (where, field, v))
+        out.append(v)
+    return tuple(out)
+
+
+def _key_entries(model, keys):
+    """gateway_api_keys[model]: a key, or a list of keys and {key, limits} entries -> [(key, limits)]."""
+    if isinstance(keys, (str, dict)):
+        keys = [keys]
+    out = []
+    for i, entry in enumerate(keys or []):
+        where = "gateway_api_keys[%s][%d]" % (model, i)
+        if isinstance(entry, dict):
+            unknown = sorted(set(entry) - {"key", "limits"})
+            if unknown:
+                raise GatewayConfigError("%s has unknown keys %s: an entry is {key: KEY, limits: {requests: N, "
+                                         "concurrent: N}}" % (where, ", ".join(unknown)))
+            k, limits = entry.get("key"), _limits(entry.get("limits"), where + ".limits")
+        else:
+            k, limits = entry, (0, 0)
+        if not k:
+            raise GatewayConfigError("gateway_api_keys[%s] holds an empty key" % model)
+        if any(c.isspace() for c in str(k)):
+            raise GatewayConfigError("gateway_api_keys[%s] holds a key with blanks (not usable in an Authorization or "
+                                     "x-api-key header)" % model)
+        out.append((str(k), limits))
+    return out
+
+
+def key_map_lines(api_key, api_keys, models, api_key_limits=None):
+    """keys.map lines ``SHA256:MODEL VALUE``: one per (key, model) the key may use.
 
     Every key also gets ``SHA256: 1`` (a known key: requests without a model,
     such as ``GET /v1/models``).
     ``api_key`` (gateway_api_key) may use every model (``*``); ``api_keys``
-    (gateway_api_keys) is ``{model: key or [keys]}``. Only digests are written,
-    so the map never holds a key.
+    (gateway_api_keys) is ``{model: key or [keys or {key, limits}]}``. Only digests are
+    written, so the map never holds a key.
+    VALUE is ``1``, or, when any key has limits (gateway_api_key_limits, an entry's
+    ``limits``), ``REQUESTS/CONCURRENT`` on every ``SHA256:MODEL`` and ``SHA256:*`` line
+    (0: no limit): the gateway counts per line, so a key's limits hold for what the line
+    grants (every model, or that model).
     """
-    lines = set()
+    entries = {}
     if api_key:
-        lines.add("%s:* 1" % key_digest(api_key))
-        lines.add("%s: 1" % key_digest(api_key))
+        entries["%s:*" % key_digest(api_key)] = _limits(api_key_limits, "gateway_api_key_limits")
+    elif api_key_limits:
+        raise GatewayConfigError("gateway_api_key_limits is set but gateway_api_key is empty: set the key, or give the "
+                                 "limits on entries of gateway_api_keys ({key: KEY, limits: {...}})")
+    known = {key_digest(api_key)} if api_key else set()
     for model, keys in (api_keys or {}).items():
         if str(model) not in models:
             raise GatewayConfigError(
                 "gateway_api_keys names model %s, which no backend serves (served: %s): use a served model name"
                 % (model, ", ".join(sorted(models)) or "none"))
-        if isinstance(keys, str):
-            keys = [keys]
-        for k in keys or []:
-            if not k:
-                raise GatewayConfigError("gateway_api_keys[%s] holds an empty key" % model)
-            if any(c.isspace() for c in str(k)):
-                raise GatewayConfigError("gateway_api_keys[%s] holds a key with blanks (not usable in an Authorization or x-api-key header)" % model)
-            lines.add("%s:%s 1" % (key_digest(k), model))
-            lines.add("%s: 1" % key_digest(k))
+        for k, limits in _key_entries(model, keys):
+            scope = "%s:%s" % (key_digest(k), model)
+            if scope in entries and entries[scope] != limits:
+                raise GatewayConfigError("gateway_api_keys[%s] lists the same key twice with different limits" % model)
+            entries[scope] = limits
+            known.add(key_digest(k))
+    limited = any(v != (0, 0) for v in entries.values())
+    lines = set("%s %s" % (scope, "%d/%d" % v if limited else "1") for scope, v in entries.items())
+    lines.update("%s: 1" % d for d in known)
     return sorted(lines)
+
+
+def limits_in_use(lines):
+    """Whether keys.map lines carry limits (the template's limit rules are rendered only then)."""
+    return any(not line.split(" ", 1)[0].endswith(":") and line.split(" ", 1)[1] != "1" for line in lines)
+
+
+def peers(hosts, addresses, ansible_hosts, ports):
+    """The gateway hosts that share the per-key counters (HAProxy ``peers``): ``[{name, address, port}]``.
+    ``addresses``, ``ansible_hosts``, ``ports``: ``{host: gateway_peer_address}``, ``{host: ansible_host}``,
+    ``{host: gateway_peers_port}`` (the address: gateway_peer_address, else ansible_host, else the name)."""
+    out, seen = [], {}
+    for h in hosts:
+        name = str(h)
+        if _NAME_BAD.search(name):
+            raise GatewayConfigError("gateway host %s cannot be an HAProxy peer name (use [A-Za-z0-9_.-] in the "
+                                     "inventory name)" % name)
+        address = str(addresses.get(h) or ansible_hosts.get(h) or name)
+        try:
+            port = int(ports.get(h))
+        except (TypeError, ValueError):
+            raise GatewayConfigError("gateway_peers_port of %s must be a TCP port, got %r" % (name, ports.get(h)))
+        if not 0 < port < 65536:
+            raise GatewayConfigError("gateway_peers_port of %s must be a TCP port (1-65535), got %d" % (name, port))
+        if (address, port) in seen:
+            raise GatewayConfigError("gateway hosts %s and %s both use %s:%d for HAProxy peers: set gateway_peer_address "
+                                     "or gateway_peers_port per host" % (seen[(address, port)], name, address, port))
+        seen[(address, port)] = name
+        out.append(dict(name=name, address=address, port=port))
+    return out

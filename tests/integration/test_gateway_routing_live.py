@@ -1,6 +1,6 @@
 # Copyright: llmops.serving contributors
 # Apache License 2.0 (see LICENSE)
-"""Cache-aware routing (issue 34) through a REAL HAProxy (Debian's haproxy, the gateway role's
+"""Cache-aware routing and per-key limits (issue 34) through a REAL HAProxy (Debian's haproxy, the gateway role's
 own preflight and template: tests/integration/gateway_render.yml) in front of three small HTTP
 servers on loopback that answer with their own name.
 
@@ -11,6 +11,10 @@ servers on loopback that answer with their own name.
   every other session keeps its server (consistent hashing); ready: they come back.
 - a leastconn-only fleet renders no hashing line at all (unchanged config for existing gateways).
 - bad gateway_routing fails in the preflight naming the variable.
+- per-key limits (gateway_api_key_limits, gateway_api_keys entries' limits): requests per window
+  and requests in flight, per key and per (key, model); over a limit 429 with Retry-After and an
+  OpenAI-shaped JSON error (Anthropic's on /v1/messages), the server never sees it; a key without
+  limits is not limited; the stick table holds digests, never keys.
 
 Runs as root (haproxy's chroot and user); skips when haproxy is not installed (.ci/run
 installs it).
@@ -46,9 +50,15 @@ class Echo(object):
     """An HTTP server answering every request with its name (and /health 200)."""
 
     def __init__(self, name):
+        echo = self
+        self.posts = 0
+
         class H(http.server.BaseHTTPRequestHandler):
             def _answer(self):
-                self.rfile.read(int(self.headers.get("content-length") or 0))
+                if self.command == "POST":
+                    echo.posts += 1
+                if b'"slow"' in self.rfile.read(int(self.headers.get("content-length") or 0)):
+                    time.sleep(2)
                 body = name.encode()
                 self.send_response(200)
                 self.send_header("content-length", str(len(body)))
@@ -71,8 +81,10 @@ def view(name, served, port):
     return {"name": name, "served_name": served, "served_model_name": served, "host": "127.0.0.1", "port": port}
 
 
-def render(tmp_path, routing, extra=None):
-    """The role's preflight + template for three vLLM hosts, each serving chat, docs and tiny on its own ports."""
+def render(tmp_path, routing, extra=None, gateways=("localhost",)):
+    """The role's preflight + template for three vLLM hosts, each serving chat, docs and tiny on its own ports.
+    Returns (proc, out dir, frontend port, echoes) of the first gateway; with several gateways the others'
+    (out dir, port) are in render.others."""
     echoes = {}
     hosts = {}
     for n in NODES:
@@ -82,24 +94,28 @@ def render(tmp_path, routing, extra=None):
             echoes[(n, model)] = e
             views.append(view(model, model, e.port))
         hosts[n] = {"vllm_view": views, "gateway_upstream_address": "127.0.0.1"}
-    port = free_port()
-    out = tmp_path / "out"
-    out.mkdir()
-    inventory = {"all": {"children": {
-        "gateway": {"hosts": {"localhost": {"ansible_connection": "local", "ansible_python_interpreter": sys.executable}}},
-        "vllm": {"hosts": hosts}}}}
+    gw_hosts, outs = {}, []
+    for g in gateways:
+        out = tmp_path / ("out" if len(gateways) == 1 else "out-" + g)
+        out.mkdir()
+        port = free_port()
+        outs.append((out, port))
+        gw_hosts[g] = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable,
+                       "out_dir": str(out), "gateway_port": port, "gateway_config_dir": str(out),
+                       "gateway_socket": str(out / "admin.sock"), "gateway_peer_address": "127.0.0.1",
+                       "gateway_peers_port": free_port()}
+    inventory = {"all": {"children": {"gateway": {"hosts": gw_hosts}, "vllm": {"hosts": hosts}}}}
     (tmp_path / "inventory.json").write_text(json.dumps(inventory))
-    variables = dict({"out_dir": str(out), "gateway_port": port, "gateway_bind_address": "127.0.0.1",
-                      "gateway_config_dir": str(out), "gateway_socket": str(out / "admin.sock"),
-                      "gateway_api_key": KEY, "gateway_health_interval": "500ms", "gateway_health_rise": 1,
-                      "gateway_routing": routing}, **(extra or {}))
+    variables = dict({"gateway_bind_address": "127.0.0.1", "gateway_api_key": KEY, "gateway_health_interval": "500ms",
+                      "gateway_health_rise": 1, "gateway_routing": routing}, **(extra or {}))
     (tmp_path / "vars.json").write_text(json.dumps(variables))
     env = dict(ansible_env(), ANSIBLE_NOCOLOR="1")
     p = subprocess.run([ansible_tool("ansible-playbook"), "-i", str(tmp_path / "inventory.json"),
                         "-e", "@" + str(tmp_path / "vars.json"),
                         os.path.join(ROOT, "tests", "integration", "gateway_render.yml")],
                        cwd=ROOT, env=env, capture_output=True, text=True, check=False, timeout=300)
-    return p, out, port, echoes
+    render.others = outs[1:]
+    return p, outs[0][0], outs[0][1], echoes
 
 
 class Gateway(object):
@@ -144,15 +160,20 @@ class Gateway(object):
         return [{"backend": r["pxname"], "server": r["svname"], "status": r["status"]}
                 for r in rows if r["svname"] not in ("FRONTEND", "BACKEND")]
 
-    def ask(self, path, body, headers=None):
+    def post(self, path, body, headers=None, key=KEY):
+        """(status, headers, body text) of one request on a new connection."""
         conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=10)
-        h = {"Content-Type": "application/json", "Authorization": "Bearer " + KEY}
+        h = {"Content-Type": "application/json", "Authorization": "Bearer " + key}
         h.update(headers or {})
         conn.request("POST", path, body=json.dumps(body), headers=h)
         resp = conn.getresponse()
         data = resp.read().decode()
         conn.close()
-        assert resp.status == 200, (resp.status, data)
+        return resp.status, dict((k.lower(), v) for k, v in resp.getheaders()), data
+
+    def ask(self, path, body, headers=None):
+        status, dummy, data = self.post(path, body, headers)
+        assert status == 200, (status, data)
         return data.split("/")[0]
 
     def stop(self):
@@ -232,6 +253,7 @@ def test_leastconn_only_renders_no_hashing(tmp_path):
     cfg = (out / "haproxy.cfg").read_text()
     assert "hash" not in cfg.replace("sha2(256)", "") and "txn.session" not in cfg and "txn.prefix" not in cfg
     assert cfg.count("balance leastconn") == 3
+    assert "st_llm_keys" not in cfg and "track-sc" not in cfg  # no key has limits: no limit rule
 
 
 @pytest.mark.parametrize("routing,message", [
@@ -243,3 +265,104 @@ def test_bad_routing_fails_in_the_preflight_naming_the_variable(tmp_path, routin
     p, out, dummy, dummy2 = render(tmp_path, routing)
     assert p.returncode != 0 and message in p.stdout, p.stdout[-3000:]
     assert not (out / "haproxy.cfg").exists()
+
+
+LIMITED = "limited-key-1234"
+TEAM = "team-key-5678"
+FREE = "free-key-9012"
+
+
+@pytest.fixture(scope="module")
+def limited(tmp_path_factory):
+    extra = {"gateway_api_key": LIMITED, "gateway_api_key_limits": {"requests": 5}, "gateway_limit_window_s": 30,
+             "gateway_api_keys": {"chat": [{"key": TEAM, "limits": {"concurrent": 1}}, FREE]}}
+    p, out, port, echoes = render(tmp_path_factory.mktemp("lim"), "leastconn", extra)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-2000:]
+    gw = Gateway(out, port)
+    gw.echoes = echoes
+    yield gw
+    gw.stop()
+
+
+def test_requests_over_the_window_limit_get_429_in_the_clients_shape(limited):
+    chat_body = {"model": "chat", "messages": [{"role": "user", "content": "hi"}]}
+    posts = served(limited)
+    got = [limited.post("/v1/chat/completions", chat_body, key=LIMITED) for dummy in range(7)]
+    assert [g[0] for g in got] == [200] * 5 + [429] * 2, [g[0] for g in got]
+    assert served(limited) == posts + 5  # the refused ones never reached a server
+    status, headers, body = got[5]
+    assert headers["retry-after"] == "30" and headers["content-type"] == "application/json"
+    err = json.loads(body)["error"]
+    assert err["code"] == "rate_limit_exceeded" and "request limit" in err["message"]
+    # The key's limit holds across models (gateway_api_key: every model); Anthropic's shape on /v1/messages.
+    status, headers, body = limited.post("/v1/messages", {"model": "docs", "messages": [], "max_tokens": 1},
+                                         key=LIMITED)
+    assert status == 429 and json.loads(body)["error"]["type"] == "rate_limit_error", body
+    # Other keys are not limited by it; a key without limits is never limited.
+    assert {limited.post("/v1/chat/completions", chat_body, key=FREE)[0] for dummy in range(12)} == {200}
+    # The table holds digests, never a key.
+    table = limited.admin("show table st_llm_keys")
+    assert LIMITED not in table and TEAM not in table and hashlib_hex(LIMITED) in table, table
+
+
+def served(gw):
+    return sum(e.posts for e in gw.echoes.values())
+
+
+def hashlib_hex(key):
+    import hashlib
+    return hashlib.sha256(key.encode()).hexdigest()
+
+
+def test_requests_in_flight_over_the_limit_get_429_and_nothing_reaches_the_server(limited):
+    slow = {"model": "chat", "messages": [{"role": "user", "content": "x"}], "slow": True}
+    results = []
+    posts = served(limited)
+    first = threading.Thread(target=lambda: results.append(limited.post("/v1/chat/completions", slow, key=TEAM)))
+    first.start()
+    time.sleep(0.5)
+    status, headers, body = limited.post("/v1/chat/completions", slow, key=TEAM)
+    first.join()
+    assert results[0][0] == 200 and status == 429, (results, status, body)
+    assert served(limited) == posts + 1
+    assert headers["retry-after"] == "1" and "in flight" in json.loads(body)["error"]["message"]
+    # The team key's limit is for chat: after the first ended, the next one passes.
+    assert limited.post("/v1/chat/completions", dict(slow, slow=False), key=TEAM)[0] == 200
+
+
+def test_bad_limits_fail_in_the_preflight_naming_the_variable(tmp_path):
+    p, out, dummy, dummy2 = render(tmp_path, "leastconn", {"gateway_api_keys": {
+        "chat": [{"key": TEAM, "limits": {"requests_per_minute": 60}}]}})
+    assert p.returncode != 0 and "gateway_api_keys[chat][0].limits has unknown keys requests_per_minute" in p.stdout
+    assert TEAM not in p.stdout
+
+
+def test_two_gateways_share_the_counters_through_peers(tmp_path):
+    """Two gateway hosts (two HAProxy processes, peers on loopback): a key's requests count on both."""
+    extra = {"gateway_api_key": LIMITED, "gateway_api_key_limits": {"requests": 6}}
+    p, out_a, port_a, dummy = render(tmp_path, "leastconn", extra, gateways=("gw-a", "gw-b"))
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-2000:]
+    (out_b, port_b), = render.others
+    cfg = (out_a / "haproxy.cfg").read_text()
+    assert "localpeer gw-a" in cfg and "peer gw-b 127.0.0.1:" in cfg and "peers llmops" in cfg
+    a, b = Gateway(out_a, port_a), Gateway(out_b, port_b)
+    try:
+        # The peers connect on their own after the start (HAProxy retries every few seconds).
+        deadline = time.time() + 30
+        while time.time() < deadline and not all("ESTA" in gw.admin("show peers") for gw in (a, b)):
+            time.sleep(0.5)
+        assert all("ESTA" in gw.admin("show peers") for gw in (a, b)), a.admin("show peers")
+        body = {"model": "chat", "messages": [{"role": "user", "content": "hi"}]}
+        got = [a.post("/v1/chat/completions", body, key=LIMITED)[0]]
+        # The key's first entry reaches the other gateway (its first push after the connection can take
+        # a moment; two gateways creating one entry at once may lose a count: docs/gateway.md says so).
+        deadline = time.time() + 10
+        while time.time() < deadline and "http_req_rate(%d)=1" % 60000 not in b.admin("show table st_llm_keys"):
+            time.sleep(0.2)
+        for gw in (b, a, b, a, b, a, b):
+            got.append(gw.post("/v1/chat/completions", body, key=LIMITED)[0])
+            time.sleep(0.5)  # each increment reaches the other gateway before the next request
+        assert got == [200] * 6 + [429] * 2, got
+    finally:
+        a.stop()
+        b.stop()

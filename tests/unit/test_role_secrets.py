@@ -42,6 +42,7 @@ NOT_SECRET = {
     "gateway_tls_key": "a path on the controller; the task that reads the file is checked (SECRET_FILES)",
     "gpustack_api_key_name": "the key's name in GPUStack, not the key",
     "gpustack_manage_api_key": "a switch",
+    "gateway_api_key_limits": "numbers (requests, concurrent) for gateway_api_key, not a key",
 }
 # Options naming a secret file on the controller (its content is the secret).
 SECRET_FILES = ("gateway_tls_key",)

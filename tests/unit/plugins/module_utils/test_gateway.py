@@ -178,3 +178,42 @@ def test_bad_routing_names_the_variable(setting, kwargs, message):
     backends = gw.build_backends(fleet, dict(SETTINGS, upstream_addresses={"n1": "10.0.0.1"}))
     with pytest.raises(gw.GatewayConfigError, match=message):
         gw.routing(backends, setting, **kwargs)
+
+
+def test_key_lines_carry_limits_only_when_a_key_has_some():
+    models = {"tiny": "m_tiny", "big": "m_big"}
+    plain = gw.key_map_lines("all-key", {"tiny": ["k1"]}, models)
+    assert all(line.endswith(" 1") for line in plain) and not gw.limits_in_use(plain)
+    lines = gw.key_map_lines("all-key", {"tiny": ["k1", {"key": "k2", "limits": {"concurrent": 2}}]}, models,
+                             {"requests": 100})
+    d = gw.key_digest
+    assert "%s:* 100/0" % d("all-key") in lines and "%s:tiny 0/2" % d("k2") in lines
+    assert "%s:tiny 0/0" % d("k1") in lines and "%s: 1" % d("k2") in lines
+    assert gw.limits_in_use(lines) and not any("k2" in line or "all-key" in line for line in lines)
+
+
+@pytest.mark.parametrize("api_keys,limits,message", [
+    ({"tiny": [{"key": "k", "limits": {"tokens_per_day": 10}}]}, None, "token quotas are not counted"),
+    ({"tiny": [{"key": "k", "limits": {"requests": -1}}]}, None, r"gateway_api_keys\[tiny\]\[0\].limits.requests"),
+    ({"tiny": [{"key": "k", "name": "team"}]}, None, r"gateway_api_keys\[tiny\]\[0\] has unknown keys name"),
+    ({"tiny": [{"key": "k", "limits": {"requests": 1}}, {"key": "k", "limits": {"requests": 2}}]}, None,
+     "the same key twice with different limits"),
+])
+def test_bad_limits_name_the_variable(api_keys, limits, message):
+    with pytest.raises(gw.GatewayConfigError, match=message):
+        gw.key_map_lines("", api_keys, {"tiny": "m_tiny"}, limits)
+
+
+def test_global_key_limits_need_the_global_key():
+    with pytest.raises(gw.GatewayConfigError, match="gateway_api_key_limits is set but gateway_api_key is empty"):
+        gw.key_map_lines("", {"tiny": "k"}, {"tiny": "m_tiny"}, {"requests": 5})
+
+
+def test_peers_from_the_gateway_hosts():
+    assert gw.peers(["gw1", "gw2"], {"gw2": "10.0.0.9"}, {"gw1": "10.0.0.1", "gw2": "10.0.0.2"},
+                    {"gw1": 10000, "gw2": "10001"}) == [
+        {"name": "gw1", "address": "10.0.0.1", "port": 10000}, {"name": "gw2", "address": "10.0.0.9", "port": 10001}]
+    with pytest.raises(gw.GatewayConfigError, match="both use 10.0.0.1:10000 for HAProxy peers"):
+        gw.peers(["gw1", "gw2"], {}, {"gw1": "10.0.0.1", "gw2": "10.0.0.1"}, {"gw1": 10000, "gw2": 10000})
+    with pytest.raises(gw.GatewayConfigError, match="gateway_peers_port of gw1 must be a TCP port"):
+        gw.peers(["gw1"], {}, {}, {"gw1": 70000})
