@@ -29,11 +29,15 @@ for v in ${pip_versions:-24.2}; do
   cache=~/.ansible/test/cache/get_pip_${v//./_}.py
   [ -f "$cache" ] || { mkdir -p "$(dirname "$cache")"; cp scripts/ansible_test_get_pip.py "$cache"; }
 done
-stage=build/sanity/ansible_collections/llmops/serving
-rm -rf build/sanity
-mkdir -p "$stage" build/sanity/tarball
-ansible-galaxy collection build --force --output-path build/sanity/tarball >/dev/null
-tar -xzf build/sanity/tarball/llmops-serving-*.tar.gz -C "$stage"
+# One tree per venv: the core matrix runs in the background while the sanity stage
+# runs (a shared tree was rebuilt under the other's pylint: "os.getcwd() failed").
+root=build/sanity
+[ -n "${SANITY_VENV:-}" ] && root=build/sanity-$(basename "$venv")
+stage=$root/ansible_collections/llmops/serving
+rm -rf "$root"
+mkdir -p "$stage" "$root/tarball"
+ansible-galaxy collection build --force --output-path "$root/tarball" >/dev/null
+tar -xzf "$root"/tarball/llmops-serving-*.tar.gz -C "$stage"
 cd "$stage"
 git init -q && git add -A >/dev/null 2>&1
 python=$(python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])')

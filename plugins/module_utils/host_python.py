@@ -84,9 +84,9 @@ def problem(result, host, interpreter, fallback):
     set_one = candidates(interpreter, fallback)
     explicit = len(set_one) == 1 and str(interpreter or "").strip() not in AUTO
     if result.get("rc") not in (0, None) and not m:
+        detail = (str(result.get("msg") or "") or out or "no output")[:300]
         return ("host %s: the Python check (one `raw` command) failed with rc %s: %s. Ansible's modules need "
-                "a POSIX shell and Python 3 there" % (host, result.get("rc"), (str(result.get("msg") or "")
-                                                                                 or out or "no output")[:300]))
+                "a POSIX shell and Python 3 there" % (host, result.get("rc"), detail))
     if not m:
         if explicit:
             return ("host %s: ansible_python_interpreter=%s is not on the host (not found by `command -v`): "
