@@ -68,6 +68,7 @@ class Echo(object):
 
             def log_message(self, *args):
                 pass
+
         class Server(http.server.ThreadingHTTPServer):
             def handle_error(self, request, client_address):
                 pass  # HAProxy's health checks close before the answer is read

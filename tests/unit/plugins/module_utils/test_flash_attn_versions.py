@@ -3,7 +3,6 @@
 was accepted). Real captures of PyPI's flash-attn listing, 2026-12-03, in tests/fixtures/flash_attn/:
 the PEP 691 JSON page and the PEP 503 HTML page of https://pypi.org/simple/flash-attn/ and the JSON
 API https://pypi.org/pypi/flash-attn/json (release names and file names kept)."""
-import json
 import os
 
 import pytest
