@@ -36,9 +36,9 @@ def gateway_key_map(api_key, api_keys, models, api_key_limits=None):
     return _wrap(gateway.key_map_lines, api_key, api_keys, models, api_key_limits)
 
 
-def gateway_limits_in_use(lines):
-    """Whether keys.map lines carry per-key limits."""
-    return gateway.limits_in_use(lines)
+def gateway_limits_in_use(api_key, api_keys, api_key_limits=None):
+    """Whether any key has limits. Call it only from a no_log task."""
+    return _wrap(gateway.limits_in_use, api_key, api_keys, api_key_limits)
 
 
 def gateway_key_headers(names):

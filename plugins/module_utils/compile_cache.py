@@ -300,36 +300,45 @@ def member_problem(member, dirs):
     return None
 
 
+def _entries(state_dir, d):
+    """(relative path, full path, is_dir) under one cache dir, and the count of links and other
+    non-regular files left out."""
+    entries, skipped = [], 0
+    top = os.path.join(state_dir, d)
+    if not os.path.isdir(top) or os.path.islink(top):
+        return entries, skipped
+    for root, subdirs, files in os.walk(top):
+        subdirs.sort()
+        rel_root = os.path.relpath(root, state_dir)
+        entries.append((rel_root, root, True))
+        for f in sorted(files):
+            full = os.path.join(root, f)
+            if stat.S_ISREG(os.lstat(full).st_mode):
+                entries.append((posixpath.join(rel_root, f), full, False))
+            else:
+                skipped += 1
+    return entries, skipped
+
+
 def pack(state_dir, dirs, dest, companions=()):
     """tar.gz of the regular files and directories under the cache dirs and the companion dirs
     (links are skipped, nothing is followed). Returns dict(files, bytes, sha256, skipped,
     companion_files); no file is written when the cache dirs hold nothing to pack (files ==
     0): companions alone are no artifact."""
-    entries, skipped, artifacts = [], 0, None
-    for d in list(dirs) + [c for c in companions if c not in dirs]:
-        if d not in dirs and artifacts is None:
-            artifacts = sum(1 for e in entries if not e[2])
-            if not artifacts:
-                break
-        top = os.path.join(state_dir, d)
-        if not os.path.isdir(top) or os.path.islink(top):
-            continue
-        for root, subdirs, files in os.walk(top):
-            subdirs.sort()
-            rel_root = os.path.relpath(root, state_dir)
-            entries.append((rel_root, root, True))
-            for f in sorted(files):
-                full = os.path.join(root, f)
-                st = os.lstat(full)
-                if stat.S_ISREG(st.st_mode):
-                    entries.append((posixpath.join(rel_root, f), full, False))
-                else:
-                    skipped += 1
-    nfiles = sum(1 for e in entries if not e[2])
-    if artifacts is None:
-        artifacts = nfiles
+    entries, skipped = [], 0
+    for d in dirs:
+        e, n = _entries(state_dir, d)
+        entries += e
+        skipped += n
+    artifacts = sum(1 for e in entries if not e[2])
     if not artifacts:
         return {"files": 0, "bytes": 0, "sha256": None, "skipped": skipped, "companion_files": 0}
+    for d in companions:
+        if d not in dirs:
+            e, n = _entries(state_dir, d)
+            entries += e
+            skipped += n
+    nfiles = sum(1 for e in entries if not e[2])
     tmp = dest + ".part"
     with tarfile.open(tmp, "w:gz") as tar:
         for rel, full, is_dir in entries:

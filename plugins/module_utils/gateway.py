@@ -225,11 +225,6 @@ def routing(backends, setting, prefix_bytes=256, balance_factor=125, max_body_by
     return out
 
 
-def routing_needs(backends):
-    """Which request keys the frontend must read: a subset of ("session", "prefix")."""
-    return sorted(set(b.get("routing") for b in backends) & {"session", "prefix"})
-
-
 def check_settings(backends, settings, views):
     """Port clash / TLS files / empty fleet, before anything changes."""
     if not backends and settings.get("require_backends", True):
@@ -372,15 +367,18 @@ def key_map_lines(api_key, api_keys, models, api_key_limits=None):
                 raise GatewayConfigError("gateway_api_keys[%s] lists the same key twice with different limits" % model)
             entries[scope] = limits
             known.add(key_digest(k))
-    limited = any(v != (0, 0) for v in entries.values())
+    limited = limits_in_use(api_key, api_keys, api_key_limits)
     lines = set("%s %s" % (scope, "%d/%d" % v if limited else "1") for scope, v in entries.items())
     lines.update("%s: 1" % d for d in known)
     return sorted(lines)
 
 
-def limits_in_use(lines):
-    """Whether keys.map lines carry limits (the template's limit rules are rendered only then)."""
-    return any(not line.split(" ", 1)[0].endswith(":") and line.split(" ", 1)[1] != "1" for line in lines)
+def limits_in_use(api_key, api_keys, api_key_limits=None):
+    """Whether any key has limits (the template renders the limit rules only then): the same
+    entries key_map_lines reads, not its output parsed back."""
+    if api_key and _limits(api_key_limits, "gateway_api_key_limits") != (0, 0):
+        return True
+    return any(limits != (0, 0) for model, keys in (api_keys or {}).items() for dummy, limits in _key_entries(model, keys))
 
 
 def peers(hosts, addresses, ansible_hosts, ports):
