@@ -78,7 +78,7 @@ stage_bg unit env VLLM_TEST_PYTHON="$vllm_python" pytest -q tests/unit ${LLMOPS_
 # minute of one core, beside the lint stages.
 stage_bg ecosystem scripts/ecosystem.sh
 # The other ansible-core versions meta/runtime.yml claims (scripts/core-matrix.sh):
-# the oldest each run, one of the others in turn; the unit tests that go through
+# one per run, in turn by the commit; the unit tests that go through
 # ansible-core and the version-dependent sanity tests. Waited for at the end.
 stage_bg core-matrix scripts/core-matrix.sh
 stage ansible-lint ansible-lint --profile production
@@ -150,7 +150,7 @@ else
   stage molecule env LLMOPS_MOLECULE_LONG="${LLMOPS_MOLECULE_LONG-}" scripts/molecule-all.sh ${LLMOPS_MOLECULE_SCENARIOS:-}
 fi
 [ -n "$fleet" ] && stage_wait molecule-fleet
-# The core matrix (~16 minutes of one core) overlaps the live and molecule stages.
+# The core matrix (~5-9 minutes of one core) overlaps the lint, live and molecule stages.
 stage_wait core-matrix
 record unit $unit_rc "$unit_took" "in the background"
 # CI shows the tail of the output: the unit tests' output (run in the
