@@ -44,11 +44,30 @@ def restarts_cell(restarts):
 
 
 def watchdog_cell(watchdog):
-    """``STATUS N/h`` (restarts by the watchdog in the last hour); ``-`` without a watchdog state."""
+    """``STATUS N/h`` (restarts by the watchdog in the last hour), `` +Mrv`` when it revived the unit M times in
+    the last hour after systemd gave up on it; ``-`` without a watchdog state."""
     if not isinstance(watchdog, dict) or watchdog.get("present") is False or missing(watchdog.get("status")):
         return MISSING
     per_hour = watchdog.get("restarts_last_hour")
-    return "%s %s/h" % (watchdog["status"], 0 if missing(per_hour) else per_hour)
+    revived = watchdog.get("revivals_last_hour")
+    return "%s %s/h%s" % (watchdog["status"], 0 if missing(per_hour) else per_hour,
+                          " +%srv" % revived if not missing(revived) and revived else "")
+
+
+def cause_lines(rows):
+    """One line per instance the watchdog revived in the last hour or left failed: the journal's fatal line of its
+    crash loop (the table has no room for it)."""
+    out = []
+    for row in rows or []:
+        wd = (row or {}).get("watchdog")
+        if not isinstance(wd, dict) or not (wd.get("revivals_last_hour") or wd.get("status") == "gave-up"):
+            continue
+        out.append("%s on %s: %s, revived %s times in the last hour (max %s)%s; cause: %s" % (
+            text(row.get("instance")), text(row.get("host")), text(wd.get("status")), wd.get("revivals_last_hour") or 0,
+            text(wd.get("max_revivals_per_hour")),
+            ", next revival %s" % wd["next_revival"] if not missing(wd.get("next_revival")) else "",
+            text(wd.get("last_failure_cause"))))
+    return out
 
 
 def row_cells(row):
@@ -76,5 +95,5 @@ def _times100(value):
 
 
 def table_lines(rows):
-    """The header and one line per row (list of str)."""
-    return [FORMAT % COLUMNS] + [FORMAT % row_cells(r or {}) for r in rows or []]
+    """The header and one line per row (list of str), then the crash loops' causes (:func:`cause_lines`)."""
+    return [FORMAT % COLUMNS] + [FORMAT % row_cells(r or {}) for r in rows or []] + cause_lines(rows)

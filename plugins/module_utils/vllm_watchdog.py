@@ -14,8 +14,18 @@ failures. After ``failures`` in a row it sends SIGKILL to the instance's
 processes (``systemctl kill``): the unit's ``Restart=`` brings it back, the
 restart is counted in ``NRestarts`` and bounded by ``StartLimitBurst``. At
 most ``max_restarts_per_hour`` such restarts in any hour; past that the
-instance is left alone and the state says ``rate-limited``. Every decision
-is one line on stdout (the journal, identifier ``vllm-watchdog-NAME``).
+instance is left alone and the state says ``rate-limited``.
+
+A unit systemd gave up on (``failed``: its engine died ``StartLimitBurst``
+times in ``StartLimitIntervalSec``, e.g. a client whose first request kills
+every fresh engine) is revived: ``systemctl reset-failed`` and a start, at
+the first round that sees it failed, then with a growing back-off (``backoff``
+seconds after the first revival of the hour, doubled each time, at most
+``backoff_max``), at most ``revive_max_per_hour`` times in any hour; past that
+it is left failed and the state says ``gave-up`` (an alert). The cause (the
+journal's fatal line of the last failed start, :mod:`vllm_journal`) is kept in
+the state and named in each line. Every decision is one line on stdout (the
+journal, identifier ``vllm-watchdog-NAME``).
 
 The state (JSON, no secrets) is kept in ``STATE_DIR/NAME.json``; the
 ``vllm_health`` module returns it (:func:`read_state`, :func:`summary`).
@@ -36,9 +46,11 @@ import time
 
 try:
     from ansible_collections.llmops.serving.plugins.module_utils import vllm_client
-except ImportError:  # standalone on the host: vllm_client.py lies beside this file
+    from ansible_collections.llmops.serving.plugins.module_utils import vllm_journal
+except ImportError:  # standalone on the host: vllm_client.py and vllm_journal.py lie beside this file
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import vllm_client  # noqa: E402  pylint: disable=import-error
+    import vllm_journal  # noqa: E402  pylint: disable=import-error
 
 STATE_DIR = "/var/lib/vllm-watchdog"
 HOUR_S = 3600
@@ -71,20 +83,61 @@ def new_state(instance, failures, max_per_hour):
     return {"instance": instance, "unit": "vllm@%s.service" % instance, "status": "unknown",
             "consecutive_failures": 0, "failures_threshold": failures, "max_restarts_per_hour": max_per_hour,
             "restarts": [], "restarts_total": 0, "last_restart": None, "last_restart_reason": None,
-            "last_check": None, "last_probe_state": None, "last_reason": None, "checks": 0}
+            "last_check": None, "last_probe_state": None, "last_reason": None, "checks": 0,
+            "revivals": [], "revivals_total": 0, "last_revival": None, "next_revival": None,
+            "max_revivals_per_hour": None, "last_failure_cause": None}
 
 
-def decide(state, probe_state, reason, unit_active, now, failures, max_per_hour):
+class Revive(object):
+    """The revival rule's settings: at most ``max_per_hour`` revivals in any hour, the first at once, the
+    next ``backoff`` seconds after the one before, doubled each time, at most ``backoff_max``."""
+
+    def __init__(self, max_per_hour=6, backoff=30, backoff_max=600):
+        self.max_per_hour, self.backoff, self.backoff_max = max_per_hour, backoff, backoff_max
+
+    def delay(self, done):
+        """Seconds between the last revival and the next, ``done`` revivals in the last hour."""
+        return 0 if done <= 0 else min(self.backoff_max, self.backoff * 2 ** (done - 1))
+
+
+def revive_decision(state, now, revive, cause=None):
+    """The rule for a unit systemd gave up on (``failed``): ``revive``, ``backing-off`` or ``gave-up``.
+    Updates ``state`` (pure, no I/O)."""
+    state["revivals"] = [t for t in state.get("revivals") or [] if now - t < HOUR_S]
+    state.update(consecutive_failures=0, max_revivals_per_hour=revive.max_per_hour,
+                 last_failure_cause=cause or state.get("last_failure_cause"))
+    done = len(state["revivals"])
+    if done >= revive.max_per_hour:
+        # Left failed; the budget comes back an hour after the oldest revival of the window.
+        state.update(status="gave-up", next_revival=(min(state["revivals"]) + HOUR_S) if state["revivals"] else None)
+        return "gave-up"
+    due = (max(state["revivals"]) + revive.delay(done)) if state["revivals"] else now
+    if now < due:
+        state.update(status="backing-off", next_revival=due)
+        return "backing-off"
+    state["revivals"].append(now)
+    state.update(status="revived", last_revival=now, next_revival=None,
+                 revivals_total=int(state.get("revivals_total") or 0) + 1)
+    return "revive"
+
+
+def decide(state, probe_state, reason, unit_active, now, failures, max_per_hour, unit_failed=False, revive=None,
+           cause=None):
     """Update ``state`` with one round's outcome and return the action:
-    ``restart``, ``rate-limited`` or None. Pure (no I/O): the rule itself.
+    ``restart``, ``rate-limited``, ``revive``, ``backing-off``, ``gave-up`` or None. Pure (no I/O): the
+    rule itself.
 
     ``probe_state``: :func:`vllm_client.combine_state`'s state;
     ``unit_active``: the unit's ActiveState is ``active``. Only an active
-    unit is judged (a starting or restarting one is systemd's business)."""
+    unit is judged (a starting or restarting one is systemd's business);
+    ``unit_failed``: ActiveState ``failed`` (systemd gave up on it): revived by
+    :func:`revive_decision` with ``revive`` (a :class:`Revive`; None: never)."""
     state.update(last_check=now, last_probe_state=probe_state, last_reason=reason,
                  checks=int(state.get("checks") or 0) + 1, failures_threshold=failures,
                  max_restarts_per_hour=max_per_hour)
     state["restarts"] = [t for t in state.get("restarts") or [] if now - t < HOUR_S]
+    if unit_failed and revive is not None and revive.max_per_hour > 0:
+        return revive_decision(state, now, revive, cause)
     if not unit_active:
         state.update(status="waiting", consecutive_failures=0)
         return None
@@ -109,7 +162,9 @@ def summary(state, now=None):
     if not state:
         return {"present": False, "status": None, "consecutive_failures": None, "failures_threshold": None,
                 "restarts_last_hour": None, "max_restarts_per_hour": None, "restarts_total": None,
-                "last_restart": None, "last_restart_reason": None, "last_check": None, "last_reason": None}
+                "last_restart": None, "last_restart_reason": None, "last_check": None, "last_reason": None,
+                "revivals_last_hour": None, "max_revivals_per_hour": None, "revivals_total": None,
+                "last_revival": None, "next_revival": None, "last_failure_cause": None}
     now = time.time() if now is None else now
     return {"present": True, "status": state.get("status"),
             "consecutive_failures": state.get("consecutive_failures"),
@@ -118,7 +173,11 @@ def summary(state, now=None):
             "max_restarts_per_hour": state.get("max_restarts_per_hour"),
             "restarts_total": state.get("restarts_total"), "last_restart": _iso(state.get("last_restart")),
             "last_restart_reason": state.get("last_restart_reason"), "last_check": _iso(state.get("last_check")),
-            "last_reason": state.get("last_reason")}
+            "last_reason": state.get("last_reason"),
+            "revivals_last_hour": len([t for t in state.get("revivals") or [] if now - t < HOUR_S]),
+            "max_revivals_per_hour": state.get("max_revivals_per_hour"),
+            "revivals_total": state.get("revivals_total") or 0, "last_revival": _iso(state.get("last_revival")),
+            "next_revival": _iso(state.get("next_revival")), "last_failure_cause": state.get("last_failure_cause")}
 
 
 def _iso(epoch):
@@ -132,18 +191,40 @@ def run_round(args, api_key, runner=vllm_client._run, now=None):
     state = read_state(path) or new_state(args.instance, args.failures, args.max_restarts_per_hour)
     u = vllm_client.unit_state(unit, runner=runner)
     active = u.get("active_state") == "active"
+    failed = u.get("active_state") == "failed"
     probe_state, reason = "skipped", "unit %s is %s/%s" % (unit, u.get("active_state"), u.get("sub_state"))
+    cause = None
     if active:
         client = vllm_client.VllmClient(args.url, api_key=api_key, timeout=args.timeout)
         health = client.health()
         readiness = client.completion(args.model, max_tokens=1, timeout=args.timeout) if health["ok"] else None
         probe_state, reason = vllm_client.combine_state(health, readiness, u)
+    elif failed:
+        probe_state, reason = "dead", "systemd gave up on %s (result %s)" % (unit, u.get("result"))
+        cause = vllm_journal.excerpt(vllm_client.journal_text(unit, lines=3000, runner=runner))["cause"]
     now = time.time() if now is None else now
-    action = decide(state, probe_state, reason, active, now, args.failures, args.max_restarts_per_hour)
+    revive = Revive(args.revive_max_per_hour, args.revive_backoff, args.revive_backoff_max)
+    action = decide(state, probe_state, reason, active, now, args.failures, args.max_restarts_per_hour,
+                    unit_failed=failed, revive=revive, cause=cause)
     msg = "%s: %s (%s); failures in a row %d/%d, restarts in the last hour %d/%d" % (
         unit, probe_state, reason, state["consecutive_failures"], args.failures, len(state["restarts"]),
         args.max_restarts_per_hour)
-    if action == "restart":
+    attempts = "%d/%d revivals in the last hour" % (len(state.get("revivals") or []), revive.max_per_hour)
+    because = "; cause: %s" % (state.get("last_failure_cause") or "not in the journal")
+    if action == "revive":
+        rc1, dummy, err1 = runner(["systemctl", "reset-failed", unit])
+        rc2, dummy, err2 = runner(["systemctl", "start", "--no-block", unit])
+        errors = " ".join(e.strip() for rc, e in ((rc1, err1), (rc2, err2)) if rc)
+        msg = "REVIVE %s: %s; reset-failed and started (%s)%s%s" % (
+            unit, reason, attempts, because, (" (systemctl: %s)" % errors) if errors else "")
+    elif action == "backing-off":
+        msg = "FAILED %s: %s; next revival in %d s (back-off; %s)%s" % (
+            unit, reason, max(0, int(state["next_revival"] - now)), attempts, because)
+    elif action == "gave-up":
+        msg = "GIVE-UP %s: %s; %s: left failed%s%s" % (
+            unit, reason, attempts,
+            " until %s" % _iso(state["next_revival"]) if state.get("next_revival") else "", because)
+    elif action == "restart":
         rc, out, err = runner(["systemctl", "kill", "--signal=SIGKILL", unit])
         msg = "RESTART %s after %d failed readiness rounds in a row (%s): SIGKILL, systemd's Restart= brings it " \
               "back (rc=%s%s)" % (unit, args.failures, reason, rc, (" " + err.strip()) if rc else "")
@@ -164,14 +245,21 @@ def build_parser():
     p.add_argument("--failures", type=int, default=3, help="failed rounds in a row before a restart")
     p.add_argument("--max-restarts-per-hour", type=int, default=3)
     p.add_argument("--timeout", type=float, default=20.0, help="timeout of each probe, seconds")
+    p.add_argument("--revive-max-per-hour", type=int, default=6,
+                   help="revivals of a unit systemd gave up on, in any hour (0: never revive)")
+    p.add_argument("--revive-backoff", type=float, default=30.0,
+                   help="seconds between the first and the second revival of an hour, doubled for each next")
+    p.add_argument("--revive-backoff-max", type=float, default=600.0, help="the longest back-off, seconds")
     p.add_argument("--state-dir", default=STATE_DIR)
     return p
 
 
 def main(argv=None):
     args = build_parser().parse_args(argv)
-    if args.failures < 1 or args.max_restarts_per_hour < 0:
-        sys.stderr.write("vllm_watchdog: --failures must be >= 1 and --max-restarts-per-hour >= 0\n")
+    if args.failures < 1 or args.max_restarts_per_hour < 0 or args.revive_max_per_hour < 0 \
+            or args.revive_backoff < 0 or args.revive_backoff_max < 0:
+        sys.stderr.write("vllm_watchdog: --failures must be >= 1; --max-restarts-per-hour, --revive-max-per-hour, "
+                         "--revive-backoff and --revive-backoff-max >= 0\n")
         return 2
     api_key = os.environ.get(args.api_key_env) if args.api_key_env else None
     dummy, action, msg = run_round(args, api_key)

@@ -224,7 +224,12 @@ watchdog:
   type: dict
   contains:
     present: {description: A state file was found., type: bool}
-    status: {description: "C(ok), C(failing), C(restarted), C(rate-limited) or C(waiting) (unit not active).", type: str}
+    status:
+      description:
+        - "C(ok), C(failing), C(restarted), C(rate-limited) or C(waiting) (unit not active)."
+        - "For a unit systemd gave up on (C(failed)): C(revived) (reset-failed and started), C(backing-off) (the next
+          revival is RV(watchdog.next_revival)) or C(gave-up) (its revivals of the hour used: left failed)."
+      type: str
     consecutive_failures: {description: Failed readiness rounds in a row., type: int}
     failures_threshold: {description: Rounds in a row that trigger a restart., type: int}
     restarts_last_hour: {description: Watchdog restarts in the last hour., type: int}
@@ -234,7 +239,15 @@ watchdog:
     last_restart_reason: {description: The failure that caused it., type: str}
     last_check: {description: UTC time of the last round., type: str}
     last_reason: {description: What the last round saw., type: str}
-  sample: {present: true, status: ok, consecutive_failures: 0, restarts_last_hour: 0}
+    revivals_last_hour: {description: Revivals in the last hour of the unit after systemd gave up on it., type: int}
+    max_revivals_per_hour: {description: The watchdog's hourly limit of revivals (vllm_watchdog_revive_max_per_hour)., type: int}
+    revivals_total: {description: Revivals since the state file was created., type: int}
+    last_revival: {description: UTC time of the last revival., type: str}
+    next_revival: {description: "UTC time of the next revival (C(backing-off), C(gave-up)); null otherwise.", type: str}
+    last_failure_cause:
+      description: The journal's fatal line of the last start of the unit that systemd gave up on (a crash loop's cause).
+      type: str
+  sample: {present: true, status: ok, consecutive_failures: 0, restarts_last_hour: 0, revivals_last_hour: 0}
 waited_s:
   description: Seconds spent polling in O(wait_for=ready) mode (0 otherwise).
   returned: always

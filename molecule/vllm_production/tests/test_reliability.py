@@ -26,7 +26,7 @@ def test_print_the_fault_table(rows):
 
 
 @pytest.mark.parametrize("name", ["kill_main", "kill_engine_core", "sigstop_engine_core", "daemon_reexec_restart",
-                                  "converge_while_restarting",
+                                  "crash_loop_until_systemd_gives_up", "converge_while_restarting",
                                   "rollback_engine_dies_on_first_request"])
 def test_back_to_serving_within_the_goal(rows, name):
     """Recovered, active and enabled; seconds_to_serving is printed against GOAL_S (a figure, not asserted:
@@ -61,6 +61,21 @@ def test_watchdog_restarted_the_hung_engine(host):
         assert timer.is_running and timer.is_enabled
     assert state["restarts_total"] >= 1
     assert "timed out" in state["last_restart_reason"] or "failed" in state["last_restart_reason"]
+
+
+def test_a_unit_systemd_gave_up_on_is_revived_and_the_cause_named(host, rows):
+    """The crash loop ran until systemd gave up (failed, start-limit-hit); the watchdog revived the unit (no
+    playbook run) and said so in the journal, its state names the journal's fatal line."""
+    r = rows["crash_loop_until_systemd_gives_up"]
+    assert r["gave_up"] and r["result"] == "start-limit-hit", r
+    assert r["recovered"] and r["active"] == "active", r
+    with host.sudo():
+        state = json.loads(host.file("/var/lib/vllm-watchdog/a.json").content_string)
+        journal = host.check_output("journalctl -t vllm-watchdog-a -o cat --no-pager")
+    assert state["revivals_total"] >= 1 and state["last_revival"], state
+    assert "status=9/KILL" in state["last_failure_cause"], state
+    assert "REVIVE vllm@a.service: systemd gave up on vllm@a.service (result start-limit-hit)" in journal
+    print("revived: %s" % [ln for ln in journal.splitlines() if "REVIVE" in ln][-1])
 
 
 def test_rollback_names_the_instance_and_the_cause(host):

@@ -127,6 +127,14 @@ def build_rules(settings=None):
                "vLLM instance %s answers /health but cannot serve" % where,
                "/health is 200 but a 1-token completion fails for %s: the engine is broken (the process is "
                "still up, so systemd does not restart it)." % s["not_ready_for"]),
+        _alert("VllmInstanceRevived", "llmops_vllm_watchdog_revivals_last_hour > 0", None, "warning",
+               "vLLM instance %s is crash-looping (revived by the watchdog)" % where,
+               "systemd gave up on %s and the health watchdog revived it {{ $value }} times in the last hour: "
+               "its journal's REVIVE lines name the cause (vllm_health's watchdog.last_failure_cause)." % where),
+        _alert("VllmInstanceGaveUp", "llmops_vllm_watchdog_gave_up == 1", None, "critical",
+               "vLLM instance %s is left failed" % where,
+               "The health watchdog revived %s as often as it may in an hour (vllm_watchdog_revive_max_per_hour) "
+               "and left it failed: its journal's GIVE-UP line names the cause and when it tries again." % where),
         _alert("VllmProbeStale", "time() - llmops_vllm_probe_timestamp_seconds > %s" % s["probe_stale_s"],
                None, "warning",
                "Readiness probe of %s stopped" % where,

@@ -24,6 +24,7 @@ __metaclass__ = type
 
 # The view's own address rules (one place: vllm_instance/values.py).
 from ansible_collections.llmops.serving.plugins.module_utils import vllm_multinode
+from ansible_collections.llmops.serving.plugins.module_utils import vllm_watchdog
 from ansible_collections.llmops.serving.plugins.module_utils.vllm_instance.values import is_loopback, is_wildcard  # noqa: F401
 
 JOBS = ("vllm", "node", "dcgm", "gpustack", "gateway")
@@ -155,7 +156,9 @@ def fleet_hosts(groups, fleet_groups):
 
 
 def probe_config(view):
-    """The readiness probe's instance list: contract fields only, no secrets."""
+    """The readiness probe's instance list: contract fields only, no secrets (the watchdog's state file: its
+    revivals and give-up become metrics)."""
     return [{"name": i["name"], "unit": i.get("unit") or "vllm@%s.service" % i["name"], "url": i["url"],
-             "model": i.get("served_name") or i.get("model"), "env_path": i.get("env_path")}
+             "model": i.get("served_name") or i.get("model"), "env_path": i.get("env_path"),
+             "watchdog_state": vllm_watchdog.state_path(i["name"])}
             for i in vllm_multinode.serving(view)]

@@ -11,8 +11,10 @@ library only, no Ansible on the host)::
 Per instance: ``GET /health`` and a 1-token ``POST /v1/completions`` (ready =
 it returns a choice: /health alone stays 200 when the engine cannot serve).
 The API key is read from the instance's root-only env file
-(``VLLM_API_KEY``), never from the config or argv. The file is replaced
-atomically so node exporter never reads half of it.
+(``VLLM_API_KEY``), never from the config or argv. The health watchdog's
+state file (``watchdog_state``, JSON, no secrets) gives the revivals of a
+unit systemd gave up on and whether the watchdog gave up too. The file is
+replaced atomically so node exporter never reads half of it.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -36,7 +38,11 @@ HELP = (
     ("llmops_vllm_probe_ready", "1 when a 1-token completion returned a choice."),
     ("llmops_vllm_probe_duration_seconds", "Time the probe of this instance took."),
     ("llmops_vllm_probe_timestamp_seconds", "Unix time of the last probe."),
+    ("llmops_vllm_watchdog_revivals_last_hour",
+     "Revivals by the health watchdog in the last hour of a unit systemd gave up on (a crash loop)."),
+    ("llmops_vllm_watchdog_gave_up", "1 when the watchdog used its revivals of the hour and left the unit failed."),
 )
+HOUR_S = 3600
 
 
 def read_api_key(env_path):
@@ -75,6 +81,19 @@ def _http(method, url, body=None, api_key="", timeout=10.0):
 READINESS_PROMPT = "The quick brown fox jumps over the lazy dog"
 
 
+def watchdog(path, now):
+    """{"revivals_last_hour": n, "gave_up": 0/1} from the watchdog's state file (zeros without one)."""
+    try:
+        with open(path) as f:
+            state = json.load(f)
+    except (IOError, OSError, TypeError, ValueError):
+        state = {}
+    if not isinstance(state, dict):
+        state = {}
+    revivals = [t for t in state.get("revivals") or [] if isinstance(t, (int, float)) and now - t < HOUR_S]
+    return {"revivals_last_hour": len(revivals), "gave_up": 1 if state.get("status") == "gave-up" else 0}
+
+
 def probe(inst, timeout=10.0, http=_http):
     """{"health_up": 0/1, "ready": 0/1, "duration_s": float} for one instance."""
     t0 = time.time()
@@ -99,7 +118,8 @@ def _label(value):
 def render(results, now):
     """Prometheus text exposition of [(instance dict, probe result)]."""
     values = {"llmops_vllm_probe_health_up": "health_up", "llmops_vllm_probe_ready": "ready",
-              "llmops_vllm_probe_duration_seconds": "duration_s"}
+              "llmops_vllm_probe_duration_seconds": "duration_s",
+              "llmops_vllm_watchdog_revivals_last_hour": "revivals_last_hour", "llmops_vllm_watchdog_gave_up": "gave_up"}
     out = []
     for name, text in HELP:
         out.append("# HELP %s %s" % (name, text))
@@ -121,14 +141,17 @@ def write_atomic(path, text):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n", maxsplit=1)[0])
-    parser.add_argument("--config", required=True, help="JSON list of {name, unit, url, model, env_path}")
+    parser.add_argument("--config", required=True,
+                        help="JSON list of {name, unit, url, model, env_path, watchdog_state}")
     parser.add_argument("--out", required=True, help="textfile to write (*.prom)")
     parser.add_argument("--timeout", type=float, default=10.0)
     args = parser.parse_args(argv)
     with open(args.config) as f:
         instances = json.load(f)
-    results = [(inst, probe(inst, args.timeout)) for inst in instances]
-    write_atomic(args.out, render(results, int(time.time())))
+    now = int(time.time())
+    results = [(inst, dict(probe(inst, args.timeout), **watchdog(inst.get("watchdog_state"), now)))
+               for inst in instances]
+    write_atomic(args.out, render(results, now))
     return 0
 
 

@@ -15,6 +15,7 @@ import yaml
 from conftest import FIXTURES, ROOT
 from ansible_collections.llmops.serving.plugins.filter import monitoring as flt
 from ansible_collections.llmops.serving.plugins.module_utils.monitoring import dashboards, rules
+from ansible_collections.llmops.serving.plugins.module_utils import vllm_watchdog as wd
 
 # The probe is a role file (installed on the hosts), not module_utils.
 _spec = importlib.util.spec_from_file_location(
@@ -145,7 +146,8 @@ def test_metric_name_parser_finds_the_names():
 
 def _known_names():
     probe_text = vllm_probe.render([({"name": "a", "unit": "vllm@a.service"},
-                                     {"health_up": 1, "ready": 1, "duration_s": 0.1})], 0)
+                                     {"health_up": 1, "ready": 1, "duration_s": 0.1, "revivals_last_hour": 0,
+                                      "gave_up": 0})], 0)
     probe = set(re.findall(r"^# TYPE (\S+)", probe_text, re.M))
     node = exposition_names(NODE_CAPTURE) if os.path.exists(NODE_CAPTURE) else set()
     return exposition_names(CPU_CAPTURE), probe, node
@@ -258,7 +260,7 @@ def test_gpustack_metrics_port_from_its_config():
 def test_probe_config_has_no_secret_fields():
     cfg = flt.monitoring_probe_config(VIEW)
     assert cfg[0] == {"name": "a", "unit": "vllm@a.service", "url": "http://127.0.0.1:8000", "model": "big",
-                      "env_path": "/etc/vllm/a.env"}
+                      "env_path": "/etc/vllm/a.env", "watchdog_state": "/var/lib/vllm-watchdog/a.json"}
 
 
 def test_headless_parts_are_neither_targets_nor_probed():
@@ -276,13 +278,25 @@ def test_probe_reads_the_key_as_the_env_template_writes_it(tmp_path):
     assert vllm_probe.read_api_key(str(tmp_path / "missing.env")) == ""
 
 
-def test_probe_textfile_is_valid_exposition(promtool):
-    down = {"health_up": 0, "ready": 0, "duration_s": 0.0}
-    text = vllm_probe.render([({"name": "a", "unit": "vllm@a.service"}, {"health_up": 1, "ready": 0, "duration_s": 0.2}),
+def test_probe_textfile_is_valid_exposition(promtool, tmp_path):
+    # The watchdog's own state file (its writer), after two revivals and a give-up of a crash loop.
+    st = wd.new_state("x", 3, 3)
+    for now in (1000, 1030, 1100):
+        wd.decide(st, "dead", "gave up", False, now, 3, 3, unit_failed=True, revive=wd.Revive(2, 30, 60), cause="C")
+    wd.write_state(str(tmp_path / "x.json"), st)
+    gave_up = vllm_probe.watchdog(str(tmp_path / "x.json"), 1200)
+    assert gave_up == {"revivals_last_hour": 2, "gave_up": 1}
+    assert vllm_probe.watchdog(str(tmp_path / "x.json"), 1000 + 3600) == {"revivals_last_hour": 1, "gave_up": 1}
+    assert vllm_probe.watchdog(str(tmp_path / "none.json"), 1200) == {"revivals_last_hour": 0, "gave_up": 0}
+    down = dict({"health_up": 0, "ready": 0, "duration_s": 0.0}, **gave_up)
+    ok = {"health_up": 1, "ready": 0, "duration_s": 0.2, "revivals_last_hour": 0, "gave_up": 0}
+    text = vllm_probe.render([({"name": "a", "unit": "vllm@a.service"}, ok),
                               ({"name": 'we"ird', "unit": "vllm@x.service"}, down)], 1700000000)
     res = subprocess.run([promtool, "check", "metrics"], input=text, capture_output=True, text=True, check=False)
     assert res.returncode == 0, res.stdout + res.stderr
     assert 'llmops_vllm_probe_ready{vllm_instance="a",unit="vllm@a.service"} 0' in text
+    assert 'llmops_vllm_watchdog_revivals_last_hour{vllm_instance="we\\"ird",unit="vllm@x.service"} 2' in text
+    assert 'llmops_vllm_watchdog_gave_up{vllm_instance="we\\"ird",unit="vllm@x.service"} 1' in text
 
 
 # --- dashboards -----------------------------------------------------------------------------

@@ -71,3 +71,18 @@ def test_the_reports_written_by_real_runs_print_without_none():
         lines = t.table_lines(rows)
         assert len(lines) == len(rows) + 1 and rows
         assert not any("None" in line for line in lines), lines
+
+
+def test_a_crash_loop_the_watchdog_revived_shows_in_the_cell_and_names_its_cause():
+    st = vllm_watchdog.new_state("a", 3, 3)
+    rv = vllm_watchdog.Revive(2, 30, 60)
+    for now in (1000, 1030, 1100):
+        vllm_watchdog.decide(st, "dead", "x", False, now, 3, 3, unit_failed=True, revive=rv,
+                             cause="vllm@a.service: Main process exited, code=dumped, status=4/ILL")
+    wd = vllm_watchdog.summary(st, now=1200)
+    row = dict(NOT_INSTALLED, host="n1", instance="a", watchdog=wd)
+    assert cells(row)["WATCHDOG"] == "gave-up 0/h +2rv"
+    lines = t.table_lines([row, dict(NOT_INSTALLED, watchdog=NO_WATCHDOG)])
+    assert len(lines) == 4
+    assert lines[-1] == ("a on n1: gave-up, revived 2 times in the last hour (max 2), next revival "
+                         "1970-01-01T01:16:40Z; cause: vllm@a.service: Main process exited, code=dumped, status=4/ILL")

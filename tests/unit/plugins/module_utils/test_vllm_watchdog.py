@@ -49,8 +49,8 @@ def test_round_against_a_half_dead_server_kills_and_records(tmp_path):
             return 0, "LoadState=loaded\nActiveState=active\nSubState=running\nNRestarts=0\nMainPID=42\nResult=success\n", ""
         return 0, "", ""
 
-    args = argparse.Namespace(instance="a", url=srv.url, model="hd16", failures=2, max_restarts_per_hour=3,
-                              timeout=5.0, state_dir=str(tmp_path))
+    args = wd.build_parser().parse_args(["--instance", "a", "--url", srv.url, "--model", "hd16", "--failures", "2",
+                                         "--timeout", "5", "--state-dir", str(tmp_path)])
     try:
         st, action, msg = wd.run_round(args, None, runner=runner, now=100)
         assert action is None and st["status"] == "failing" and "EngineCore encountered an issue" in msg
@@ -96,3 +96,85 @@ def test_excerpt_picks_the_failed_start_not_the_next_one():
     assert x["starts"] == 2 and x["start_index"] == 0
     assert x["cause"].startswith("RuntimeError: Unsupported CPU attention")
     assert x["lines"][-1].startswith("vllm@a.service: Main process exited")
+
+
+def test_a_unit_systemd_gave_up_on_is_revived_with_growing_back_off_then_left_failed():
+    rv = wd.Revive(max_per_hour=4, backoff=30, backoff_max=90)
+    assert [rv.delay(n) for n in range(5)] == [0, 30, 60, 90, 90]
+    st = wd.new_state("a", 3, 3)
+
+    def failed_round(now):
+        return wd.decide(st, "dead", "gave up", False, now, 3, 3, unit_failed=True, revive=rv, cause="X: y")
+
+    assert failed_round(1000) == "revive" and st["revivals"] == [1000] and st["status"] == "revived"
+    assert st["last_failure_cause"] == "X: y" and st["revivals_total"] == 1
+    # Dead again 20 s later: the second revival waits 30 s after the first.
+    assert failed_round(1020) == "backing-off" and st["next_revival"] == 1030 and st["status"] == "backing-off"
+    assert failed_round(1030) == "revive"
+    assert failed_round(1060) == "backing-off" and st["next_revival"] == 1090  # 60 s after the second
+    assert failed_round(1090) == "revive"
+    assert failed_round(1150) == "backing-off" and st["next_revival"] == 1180  # 90: the cap
+    assert failed_round(1180) == "revive" and st["revivals_total"] == 4
+    # Four in the hour: left failed until the oldest is an hour old.
+    assert failed_round(1300) == "gave-up" and st["status"] == "gave-up" and st["next_revival"] == 1000 + 3600
+    assert failed_round(4599) == "gave-up"
+    assert failed_round(4600) == "revive"
+    s = wd.summary(st, now=4600)
+    assert s["revivals_last_hour"] == 4 and s["max_revivals_per_hour"] == 4 and s["revivals_total"] == 5
+    assert s["last_failure_cause"] == "X: y" and s["status"] == "revived"
+    # Serving again: the round judges it like any active unit; the hour's revivals stay counted.
+    assert wd.decide(st, "ready", "ok", True, 4700, 3, 3, revive=rv) is None and st["status"] == "ok"
+    assert len(st["revivals"]) == 4
+
+
+def test_revival_off_leaves_a_failed_unit_waiting():
+    st = wd.new_state("a", 3, 3)
+    assert wd.decide(st, "dead", "x", False, 1, 3, 3, unit_failed=True, revive=wd.Revive(0)) is None
+    assert st["status"] == "waiting" and st["revivals"] == []
+    assert wd.decide(st, "dead", "x", False, 2, 3, 3, unit_failed=True, revive=None) is None
+
+
+def test_round_on_a_unit_systemd_gave_up_on_revives_it_and_names_the_cause(tmp_path):
+    journal = ("Starting vllm@a.service - vLLM OpenAI-compatible server (instance a)...\n" + open(DIES_LOG).read()
+               + "\nvllm@a.service: Main process exited, code=exited, status=1/FAILURE\n"
+               + "vllm@a.service: Start request repeated too quickly.\n"
+               + "vllm@a.service: Failed with result 'start-limit-hit'.\n")
+    calls = []
+    props = "LoadState=loaded\nActiveState=failed\nSubState=failed\nNRestarts=5\nMainPID=0\nResult=start-limit-hit\n"
+
+    def runner(argv):
+        calls.append(argv)
+        if argv[:2] == ["systemctl", "show"]:
+            return 0, props, ""
+        if argv[0] == "journalctl":
+            return 0, journal, ""
+        return 0, "", ""
+
+    args = argparse.Namespace(instance="a", url="http://127.0.0.1:9", model="m", failures=3, max_restarts_per_hour=3,
+                              timeout=5.0, state_dir=str(tmp_path), revive_max_per_hour=2, revive_backoff=30,
+                              revive_backoff_max=600)
+    st, action, msg = wd.run_round(args, None, runner=runner, now=100)
+    assert action == "revive" and msg.startswith("REVIVE vllm@a.service: systemd gave up on vllm@a.service "
+                                                 "(result start-limit-hit)"), msg
+    assert "1/2 revivals in the last hour" in msg
+    assert "cause: RuntimeError: Unsupported CPU attention configuration: head_dim=16" in msg
+    assert calls[-2:] == [["systemctl", "reset-failed", "vllm@a.service"],
+                          ["systemctl", "start", "--no-block", "vllm@a.service"]]
+    n = len(calls)
+    st, action, msg = wd.run_round(args, None, runner=runner, now=110)
+    assert action == "backing-off" and msg.startswith("FAILED vllm@a.service") and "next revival in 20 s" in msg
+    assert not any(c[1] in ("reset-failed", "start") for c in calls[n:] if c[0] == "systemctl")
+    wd.run_round(args, None, runner=runner, now=130)
+    st, action, msg = wd.run_round(args, None, runner=runner, now=140)
+    assert action == "gave-up" and msg.startswith("GIVE-UP vllm@a.service") and "2/2 revivals" in msg, msg
+    assert "left failed until 1970-01-01T01:01:40Z" in msg
+    # What vllm_health and the report read.
+    dummy, summary = vllm_probe.restart_fields({"unit": "vllm@a.service", "watchdog_state": str(tmp_path / "a.json")},
+                                               {"n_restarts": 5, "result": "start-limit-hit"})
+    assert summary["status"] == "gave-up" and summary["revivals_total"] == 2
+    assert summary["last_failure_cause"].startswith("RuntimeError: Unsupported CPU attention")
+
+
+def test_the_cli_refuses_a_negative_revival_setting(capsys):
+    assert wd.main(["--instance", "a", "--url", "http://x", "--model", "m", "--revive-backoff", "-1"]) == 2
+    assert "--revive-backoff" in capsys.readouterr().err
