@@ -137,6 +137,13 @@ def stop_engine_core():
     return {"stopped_pid": pid, "by": "watchdog"}
 
 
+def stop_api_server():
+    """SIGSTOP of the API server (the main process): /health times out."""
+    pid = main_pid()
+    os.kill(pid, signal.SIGSTOP)
+    return {"stopped_pid": pid, "by": "watchdog"}
+
+
 def reexec_restart():
     sh("systemctl", "daemon-reexec")
     sh("systemctl", "restart", "--no-block", UNIT)
@@ -168,6 +175,7 @@ def ipc_dir_fresh():
 
 
 FAULTS = {"kill_main": kill_main, "kill_engine_core": kill_engine_core, "sigstop_engine_core": stop_engine_core,
+          "sigstop_api_server": stop_api_server,
           "daemon_reexec_restart": reexec_restart, "crash_loop_until_systemd_gives_up": crash_loop}
 
 

@@ -25,7 +25,8 @@ def test_print_the_fault_table(rows):
         print("%-38s %-9s %-8s %-9s %s" % (name, r["recovered"], r["seconds_to_serving"], r["restarts_counted"], extra))
 
 
-@pytest.mark.parametrize("name", ["kill_main", "kill_engine_core", "sigstop_engine_core", "daemon_reexec_restart",
+@pytest.mark.parametrize("name", ["kill_main", "kill_engine_core", "sigstop_engine_core", "sigstop_api_server",
+                                  "daemon_reexec_restart",
                                   "crash_loop_until_systemd_gives_up", "converge_while_restarting",
                                   "rollback_engine_dies_on_first_request"])
 def test_back_to_serving_within_the_goal(rows, name):
@@ -44,7 +45,7 @@ def test_back_to_serving_within_the_goal(rows, name):
 
 
 def test_restarts_are_systemds_and_counted(rows):
-    for name in ("kill_main", "kill_engine_core", "sigstop_engine_core"):
+    for name in ("kill_main", "kill_engine_core", "sigstop_engine_core", "sigstop_api_server"):
         assert rows[name]["restarts_counted"] >= 1, rows[name]
         assert rows[name]["new_main_pid"], rows[name]
 
