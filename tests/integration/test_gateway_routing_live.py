@@ -44,6 +44,7 @@ pytestmark = [
     pytest.mark.skipif(os.geteuid() != 0, reason="haproxy's chroot and user need root"),
 ]
 NODES = ("n1", "n2", "n3")
+HOLD_S = 6
 
 
 class Echo(object):
@@ -195,7 +196,8 @@ class Gateway(object):
 
 @pytest.fixture(scope="module")
 def gateway(tmp_path_factory):
-    p, out, port, dummy = render(tmp_path_factory.mktemp("gw"), {"chat": "session", "docs": "prefix"})
+    p, out, port, dummy = render(tmp_path_factory.mktemp("gw"), {"chat": "session", "docs": "prefix"},
+                                 {"gateway_hold_timeout": HOLD_S})
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-2000:]
     gw = Gateway(out, port)
     yield gw
@@ -257,6 +259,61 @@ def test_drain_moves_only_the_drained_servers_sessions(gateway):
     finally:
         gateway.admin("set server m_chat/%s__chat state ready" % victim)
     assert {s: chat(gateway, session=s) for s in before} == before
+
+
+def _tiny_in_thread(gw, results):
+    def ask():
+        t0 = time.time()
+        status, headers, data = gw.post("/v1/chat/completions", {"model": "tiny", "messages": [
+            {"role": "user", "content": "held"}]})
+        results.append((status, headers, data, time.time() - t0))
+    t = threading.Thread(target=ask)
+    t.start()
+    return t
+
+
+def test_a_request_for_a_model_whose_servers_are_all_restarting_is_held_until_one_is_back(gateway):
+    """Held, not failed: tiny's servers all in maintenance (its instances restarting): the request waits at the
+    gateway and is served by the first server back; without one it gets a JSON 503 with Retry-After after the hold."""
+    for n in NODES:
+        assert "" == gateway.admin("set server m_tiny/%s__tiny state maint" % n).strip()
+    try:
+        results = []
+        t = _tiny_in_thread(gateway, results)
+        time.sleep(2)
+        assert not results, results  # still waiting, not a 503
+        gateway.admin("set server m_tiny/n2__tiny state ready")
+        t.join(HOLD_S + 10)
+        (status, dummy, data, took), = results
+        assert status == 200 and data == "n2/tiny", (status, data)
+        assert 2 <= took < HOLD_S + 2, took
+        gateway.admin("set server m_tiny/n2__tiny state maint")
+        t = _tiny_in_thread(gateway, results)
+        t.join(HOLD_S + 10)
+        status, headers, data, took = results[1]
+        assert status == 503 and headers.get("retry-after") == "10", (status, headers, data)
+        assert json.loads(data)["error"]["code"] == "model_unavailable" and "%d s" % HOLD_S in data, data
+        assert HOLD_S <= took < HOLD_S + 3, took
+    finally:
+        for n in NODES:
+            gateway.admin("set server m_tiny/%s__tiny state ready" % n)
+
+
+def test_without_a_hold_a_model_with_no_server_answers_503_at_once(tmp_path):
+    p, out, port, dummy = render(tmp_path, "leastconn", {"gateway_hold_timeout": 0})
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-2000:]
+    cfg = (out / "haproxy.cfg").read_text()
+    assert "lua-load" not in cfg and "llmops_hold" not in cfg
+    gw = Gateway(out, port)
+    try:
+        for n in NODES:
+            gw.admin("set server m_tiny/%s__tiny state maint" % n)
+        results = []
+        _tiny_in_thread(gw, results).join(10)
+        (status, dummy, dummy2, took), = results
+        assert status == 503 and took < 1.5, (status, took)
+    finally:
+        gw.stop()
 
 
 def test_leastconn_only_renders_no_hashing(tmp_path):
