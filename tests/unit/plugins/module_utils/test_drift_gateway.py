@@ -20,3 +20,17 @@ def test_never_converged_gateway():
     rows = dg.gateway_rows("gw", {"installed": False, "config_path": "/c", "config": {"changed": True},
                                   "file_stats": {"/c": False}, "service": None})
     assert {(r["component"], r["found"]) for r in rows} == {("gateway_package", "not installed"), ("gateway_config", "missing")}
+
+
+def test_a_hand_edited_or_missing_hold_action_is_named():
+    base = {"installed": True, "config_path": "/c", "config": {"changed": False}, "dropin_path": "/d",
+            "dropin": {"changed": False}, "models_path": "/m", "models": {"changed": False}, "keys_path": "/k",
+            "keys_changed": False, "hold_path": "/etc/haproxy/llmops/hold.lua", "service": None}
+    edited = dg.gateway_rows("gw", dict(base, hold={"changed": True, "diff": {
+        "before": "local STEP_MS = 1000\n", "after": "local STEP_MS = 200\n"}},
+        file_stats={"/etc/haproxy/llmops/hold.lua": True}))
+    assert [(r["component"], r["path"], r["detail"]) for r in edited] == [
+        ("gateway_hold_lua", "/etc/haproxy/llmops/hold.lua", ["-local STEP_MS = 1000", "+local STEP_MS = 200"])]
+    missing = dg.gateway_rows("gw", dict(base, hold={"changed": True}, file_stats={"/etc/haproxy/llmops/hold.lua": False}))
+    assert [(r["component"], r["found"]) for r in missing] == [("gateway_hold_lua", "missing")]
+    assert dg.gateway_rows("gw", dict(base, hold={"changed": False}, file_stats={})) == []
