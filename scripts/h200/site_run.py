@@ -20,6 +20,11 @@ report); ``bigload`` starts it with each faster loader; ``bigcold`` wipes again 
 starts with the share off. Each start: systemd start -> active, the journal's phase
 lines, and (with py-spy staged) the engine's stacks from ``Graph capturing finished``
 to ``init engine``.
+
+Issue 31 (opt-in, after site1): ``hang`` SIGSTOPs the EngineCore, ``hangapi`` the API
+server (the watchdog with the role's defaults kills it, systemd restarts it: seconds
+until serving again); ``crashloop`` kills each new main process until systemd gives up
+(start-limit-hit), then times the watchdog's revival until serving again.
 """
 import json
 import os
@@ -46,9 +51,10 @@ PROMPT = "The quick brown fox jumps over the lazy dog"
 # name, seconds the step needs at least (else it waits for the next call).
 STEPS = [("preflight", 60), ("wheelhouse", 90), ("site1", 420), ("serve", 30), ("site2", 120), ("check", 120), ("verify", 200),
          ("change", 300), ("rollback", 300), ("fault", 240), ("fixtures", 30),
-         ("big", 540), ("bigseed", 300), ("bigkept", 240), ("bigkv", 540), ("bigload", 420), ("bigcold", 300)]
+         ("big", 540), ("bigseed", 300), ("bigkept", 240), ("bigkv", 540), ("bigload", 420), ("bigcold", 300),
+         ("hang", 330), ("hangapi", 330), ("crashloop", 420)]
 # Steps that run only when H200_STEPS names them.
-OPT_IN = ("big", "bigseed", "bigkept", "bigkv", "bigload", "bigcold")
+OPT_IN = ("big", "bigseed", "bigkept", "bigkv", "bigload", "bigcold", "hang", "hangapi", "crashloop")
 PYSPY = os.path.join(SITE, "tools", "bin", "py-spy")
 # Issue 35: the instance tiny on a Llama-3-8B-shaped model (random weights: start-up and
 # memory figures only), the fleet compile cache's controller dir on this host.
@@ -276,6 +282,99 @@ def step_fault(st):
             "gpu_used_mib_lowest": low, "gpu_used_mib_after": gpu_used_mib(), "down_at_s": t_down,
             "serving_again_s": t_back, "nrestarts": [nrestarts, sh("systemctl show -p NRestarts --value %s" % UNIT)[1].strip()],
             "samples": samples[::4]}
+
+
+def serving_quick():
+    """/health 200 and a 4-token completion within 5 s each (a hung engine fails it at once, not after 60 s)."""
+    try:
+        if http("/health", timeout=5)[0] != 200:
+            return False
+        code, body = http("/v1/completions", {"model": "tiny", "prompt": PROMPT, "max_tokens": 4, "temperature": 0},
+                          timeout=5)
+        return code == 200 and json.loads(body)["usage"]["completion_tokens"] > 0
+    except Exception:  # noqa: BLE001 - any failure is "not serving"
+        return False
+
+
+def unit_props(*names):
+    out = sh("systemctl show %s %s" % (UNIT, " ".join("-p " + n for n in names)))[1]
+    return dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
+
+
+def until_serving(t0, limit=300):
+    while now() - t0 < limit:
+        if serving_quick():
+            return round(now() - t0, 1)
+        time.sleep(0.5)
+    return None
+
+
+def watchdog_lines(since):
+    return [ln for ln in sh("journalctl -t vllm-watchdog-tiny --since @%d --no-pager -o cat" % int(since))[1]
+            .splitlines() if ln.startswith("vllm_watchdog: ") and ": ready (" not in ln][-12:]
+
+
+def hang(which):
+    """SIGSTOP of the EngineCore (or of the API server): the watchdog (the role's defaults) kills it, systemd
+    restarts it; seconds from the stop until serving again."""
+    sh("systemctl reset-failed %s" % UNIT)
+    if not serving_quick():
+        return {"rc": 1, "error": "not serving before the fault"}
+    if which == "engine":
+        pids = subprocess.run(["pgrep", "-f", "VLLM::EngineCore"], stdout=subprocess.PIPE, universal_newlines=True,
+                              check=False).stdout.split()
+        if not pids:
+            return {"rc": 1, "error": "no EngineCore process"}
+        argv = ["kill", "-STOP", pids[0]]
+    else:
+        argv = None
+    n0 = unit_props("NRestarts").get("NRestarts")
+    t0 = now()
+    if argv:
+        subprocess.run(argv, check=False)
+    else:
+        sh("kill -STOP $(systemctl show -p MainPID --value %s)" % UNIT)
+    back = until_serving(t0)
+    return {"rc": 0 if back else 1, "stopped": which, "serving_again_s": back,
+            "nrestarts": [n0, unit_props("NRestarts").get("NRestarts")], "watchdog": watchdog_lines(t0 - 1),
+            "settings": sh("systemctl cat vllm-watchdog@tiny.service | grep -o -- '--failures.*'")[1].strip()[:300]}
+
+
+def step_hang(st):
+    return hang("engine")
+
+
+def step_hangapi(st):
+    return hang("api")
+
+
+def step_crashloop(st):
+    """Each new main process killed at once until systemd gives up (what a client whose first request kills every
+    fresh engine does); the watchdog revives the unit: seconds from the give-up until serving again."""
+    sh("systemctl reset-failed %s" % UNIT)
+    t_start, kills, last = now(), 0, None
+    while now() - t_start < 240 and kills < 12:
+        p = unit_props("ActiveState", "MainPID")
+        if p.get("ActiveState") == "failed":
+            break
+        pid = p.get("MainPID", "0")
+        if pid not in ("0", last):
+            sh("kill -9 %s" % pid)
+            kills, last = kills + 1, pid
+        time.sleep(0.2)
+    gave_up = unit_props("ActiveState", "Result")
+    t0 = now()
+    back = until_serving(t0, 360)
+    state = sh("cat /var/lib/vllm-watchdog/tiny.json")[1]
+    try:
+        state = json.loads(state)
+    except ValueError:
+        pass
+    return {"rc": 0 if back and gave_up.get("ActiveState") == "failed" else 1, "kills": kills,
+            "loop_s": round(t0 - t_start, 1), "gave_up": gave_up, "serving_again_after_give_up_s": back,
+            "watchdog": watchdog_lines(t_start - 1),
+            "state": {k: state.get(k) for k in ("status", "revivals_total", "last_failure_cause")}
+            if isinstance(state, dict) else state}
 
 
 def start_figures(since):
