@@ -65,17 +65,18 @@ def test_watchdog_restarted_the_hung_engine(host):
 
 
 def test_a_unit_systemd_gave_up_on_is_revived_and_the_cause_named(host, rows):
-    """The crash loop ran until systemd gave up (failed, start-limit-hit); the watchdog revived the unit (no
+    """The crash loop ran until systemd gave up (failed); the watchdog revived the unit (no
     playbook run) and said so in the journal, its state names the journal's fatal line."""
     r = rows["crash_loop_until_systemd_gives_up"]
-    assert r["gave_up"] and r["result"] == "start-limit-hit", r
+    # failed; the result is start-limit-hit or the last death's (the H200's systemd 252 said "signal").
+    assert r["gave_up"] and r["result"] in ("start-limit-hit", "signal"), r
     assert r["recovered"] and r["active"] == "active", r
     with host.sudo():
         state = json.loads(host.file("/var/lib/vllm-watchdog/a.json").content_string)
         journal = host.check_output("journalctl -t vllm-watchdog-a -o cat --no-pager")
     assert state["revivals_total"] >= 1 and state["last_revival"], state
     assert "status=9/KILL" in state["last_failure_cause"], state
-    assert "REVIVE vllm@a.service: systemd gave up on vllm@a.service (result start-limit-hit)" in journal
+    assert "REVIVE vllm@a.service: systemd gave up on vllm@a.service (result " in journal
     print("revived: %s" % [ln for ln in journal.splitlines() if "REVIVE" in ln][-1])
 
 

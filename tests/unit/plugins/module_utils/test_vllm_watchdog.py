@@ -264,3 +264,12 @@ def test_a_timed_out_completion_is_busy_when_the_engine_moves_and_hung_when_it_d
     else:
         assert action == "restart" and "the engine made no progress meanwhile" in msg and "hung" in msg, msg
         assert ["systemctl", "kill", "--signal=SIGKILL", "vllm@a.service"] in calls
+
+
+def test_a_round_never_waits_for_the_instances_start_job():
+    """No ordering after vllm@%i: on the H200 a SIGSTOP of the API server during the warmup hook left the start job
+    running, the watchdog's rounds queued behind it and none ran for 300 s (tests/fixtures/h200-site-2026-12-04)."""
+    from conftest import ROOT
+    unit = open(os.path.join(ROOT, "roles", "vllm_service", "templates", "vllm-watchdog@.service.j2")).read()
+    lines = [ln.strip() for ln in unit.splitlines() if not ln.lstrip().startswith(("#", "{#"))]
+    assert not [ln for ln in lines if ln.startswith(("After=", "Requires=", "BindsTo=")) and "vllm@" in ln], lines
