@@ -27,8 +27,10 @@ CAUSE_RES = (
     re.compile(r"\b[A-Za-z_][\w.]*(Error|Exception)\w*: \S.*$"),  # the root exception (first one raised;
     #                                                          NVMLError_InvalidArgument: too)
     re.compile(r": error: .*$"),                                 # argparse: unknown/invalid option
-    re.compile(r"vllm_warmup: FAILED.*$"),                       # the ExecStartPost hook
-    re.compile(r"(Main process exited|Failed with result).*$"),  # systemd
+    # the ExecStartPost hook, unless it only echoes the main process's death ...
+    re.compile(r"vllm_warmup: FAILED(?!.*main process.*\bgone\b).*$"),
+    re.compile(r"(Main process exited|Failed with result).*$"),  # ... which systemd names better (code, signal)
+    re.compile(r"vllm_warmup: FAILED.*$"),
 )
 NOISE_RE = re.compile(r"^(nanobind: | - leaked | - \.\.\. skipped|See https://nanobind)")
 # vLLM's and uvicorn's own INFO/WARNING lines are never the trouble (they quote

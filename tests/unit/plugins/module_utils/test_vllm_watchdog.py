@@ -273,3 +273,18 @@ def test_a_round_never_waits_for_the_instances_start_job():
     unit = open(os.path.join(ROOT, "roles", "vllm_service", "templates", "vllm-watchdog@.service.j2")).read()
     lines = [ln.strip() for ln in unit.splitlines() if not ln.lstrip().startswith(("#", "{#"))]
     assert not [ln for ln in lines if ln.startswith(("After=", "Requires=", "BindsTo=")) and "vllm@" in ln], lines
+
+
+def test_the_cause_of_a_death_during_the_warmup_hook_is_systemds_line_not_the_hooks_echo():
+    """vllm_production's crash loop (2026-12-04): a kill during the warmup hook; the hook's "main process N is gone"
+    said less than systemd's exit line."""
+    journal = ("Starting vllm@a.service - vLLM OpenAI-compatible server (instance a)...\n"
+               "(APIServer pid=6425) INFO 12-04 02:16:01 [api_server.py:1] Starting vLLM API server\n"
+               "vllm_warmup: FAILED (exit 3): main process 6425 is gone\n"
+               "vllm@a.service: Main process exited, code=killed, status=9/KILL\n"
+               "vllm@a.service: Control process exited, code=exited, status=3/NOTIMPLEMENTED\n"
+               "vllm@a.service: Failed with result 'signal'.\n")
+    assert vj.excerpt(journal)["cause"] == "Main process exited, code=killed, status=9/KILL"
+    # A hook failure of its own stays the cause.
+    own = journal.replace("main process 6425 is gone", "the engine reported a fatal error: stream error")
+    assert vj.excerpt(own)["cause"].startswith("vllm_warmup: FAILED (exit 3): the engine reported a fatal error")
