@@ -192,8 +192,9 @@ def main():
     if sys.argv[4:5] == ["--after"]:
         name, t0, n0 = sys.argv[5], float(sys.argv[6]), sys.argv[7]
         detail = dict(kv.split("=", 1) for kv in sys.argv[8:])
-        # The play ends after the instance serves: time it by systemd's ActiveEnterTimestamp.
-        served = wait_serving(url, t0)
+        # The play ends after the instance serves: time it by systemd's ActiveEnterTimestamp. Waited for as long as
+        # the test allows a rollback (3 x 300 s from the run's start: on a loaded machine the failure alone took 288 s).
+        served = wait_serving(url, t0, 900)
         entered = sh("systemctl", "show", "-p", "ActiveEnterTimestamp", "--timestamp=unix", "--value", UNIT)
         took = round(float(entered.lstrip("@")) - t0, 1) if served is not None and entered.startswith("@") else None
         results[name] = row_of(name, {"NRestarts": n0, "MainPID": ""}, detail, took)
