@@ -26,7 +26,20 @@ def captured_500():
     return int(status.split()[1]), body.strip()
 
 
-class Server(object):
+class LocalServer(object):
+    """A threaded HTTP server on a free loopback port for a handler class; ``url``, ``close()``."""
+
+    def _serve(self, handler):
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self.url = "http://127.0.0.1:%d" % self.httpd.server_address[1]
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+class Server(LocalServer):
     """Answers /health with ``health`` and every completion with the captured
     HTTP 500 of the dead engine core; counts the completions received."""
 
@@ -59,13 +72,7 @@ class Server(object):
                 code, body = captured_500()
                 self._send(code, body.encode())
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), H)
-        self.url = "http://127.0.0.1:%d" % self.httpd.server_address[1]
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-
-    def close(self):
-        self.httpd.shutdown()
-        self.httpd.server_close()
+        self._serve(H)
 
 
 @pytest.fixture

