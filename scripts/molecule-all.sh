@@ -7,9 +7,8 @@ cd "$(dirname "$0")/.." || exit 1
 export PATH="$PWD/.venv/bin:$PATH"
 [ -d /opt/wheels ] && export LLMOPS_WHEELS_DIR=${LLMOPS_WHEELS_DIR:-/opt/wheels}
 # LLMOPS_PROFILE=1: each task's start time and the slowest tasks of each run in the scenario's
-# log (ansible.posix.profile_tasks). Not by default: the callback also reaches the
-# ansible-playbook runs of the scenarios' tests, whose JSON stdout it breaks (drift, CI
-# 2026-12-04: "JSONDecodeError: Extra data").
+# log (ansible.posix.profile_tasks). Not by default (longer logs). The drift tests' own
+# ansible-playbook --json runs drop it (its lines broke their JSON in CI 2026-12-04).
 [ -n "${LLMOPS_PROFILE:-}" ] && export ANSIBLE_CALLBACKS_ENABLED=ansible.posix.profile_tasks
 # Scenarios named in LLMOPS_MOLECULE_LONG (space-separated; default none) are
 # left out of the default run, to shorten a local run:
@@ -69,6 +68,8 @@ run_one() {
     python3 scripts/failure-digest.py "molecule $s" "$log" >> reports/test/failures.txt
   fi
   summary+=("$s: $r in $(( $(date +%s) - t0 )) s")
+  # Its window, for scripts/test.sh's CPU summary per stage (scripts/cpu-sampler.py).
+  printf 'molecule/%s\t%s\t%s\n' "$s" "$t0" "$(date +%s)" >> reports/test/stage-windows.tsv
 }
 for s in "${scenarios[@]}"; do run_one "$s"; done
 if [ -n "$queue" ]; then

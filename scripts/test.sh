@@ -13,12 +13,17 @@ mkdir -p reports/test
 # molecule-all.sh adds one per failed scenario): printed last, as CI shows only
 # the tail of the output.
 rm -f reports/test/failures.txt
+# Where CI's minutes go: the machine's CPU use every 10 s (scripts/cpu-sampler.py) and each
+# stage's window (name, start, end: reports/test/stage-windows.tsv), summed up per stage at the end.
+rm -f reports/test/cpu.tsv reports/test/stage-windows.tsv
+python3 scripts/cpu-sampler.py run reports/test/cpu.tsv 10 & sampler_pid=$!
 declare -a results=() failed=()
 fail=0
-# record NAME RC SECONDS [NOTE]: a stage's line in the results; a failed one is
-# named for the digest (molecule's scenarios have their own, from molecule-all.sh).
+# record NAME RC SECONDS [NOTE] [END]: a stage's line in the results (and its window, ending at
+# END or now); a failed one is named for the digest (molecule's scenarios have their own, from molecule-all.sh).
 record() {
-  local note=${4:+, $4}
+  local note=${4:+, $4} end=${5:-$(date +%s)}
+  printf '%s\t%s\t%s\n' "$1" "$(( end - $3 ))" "$end" >> reports/test/stage-windows.tsv
   if [ "$2" -eq 0 ]; then results+=("$1: ok ($3 s$note)"); return 0; fi
   results+=("$1: FAILED ($3 s$note)"); fail=1
   case $1 in molecule*) ;; *) failed+=("$1");; esac
@@ -46,10 +51,11 @@ stage_bg() {
 stage_wait() {
   local name=$1 rc=0
   wait "${bg_pid[$name]}" || rc=$?
-  local took=$(( $(cat "reports/test/$name.end" 2>/dev/null || date +%s) - bg_t0[$name] ))
+  local end; end=$(cat "reports/test/$name.end" 2>/dev/null || date +%s)
+  local took=$(( end - bg_t0[$name] ))
   echo "=============== $name (background, done)"
   cat "reports/test/$name.log"
-  record "$name" $rc "$took" "in the background"
+  record "$name" $rc "$took" "in the background" "$end"
   return $rc
 }
 stage yamllint yamllint -s .
@@ -103,7 +109,8 @@ stage_wait live-venvs
 stage_wait ecosystem
 # The unit run's output waits until the end (its summary line closes the run).
 wait "${bg_pid[unit]}"; unit_rc=$?
-unit_took=$(( $(cat reports/test/unit.end 2>/dev/null || date +%s) - bg_t0[unit] ))
+unit_end=$(cat reports/test/unit.end 2>/dev/null || date +%s)
+unit_took=$(( unit_end - bg_t0[unit] ))
 # Molecule in two lanes: the multi-node fleet scenario (drift: four nodes, most
 # of its time in ansible-playbook runs and restarts under paced load, about one
 # core) in the background, beside the live suites in the foreground; then each
@@ -152,7 +159,7 @@ fi
 [ -n "$fleet" ] && stage_wait molecule-fleet
 # The core matrix (~5-9 minutes of one core) overlaps the lint, live and molecule stages.
 stage_wait core-matrix
-record unit $unit_rc "$unit_took" "in the background"
+record unit $unit_rc "$unit_took" "in the background" "$unit_end"
 # CI shows the tail of the output: the unit tests' output (run in the
 # background above), then each stage's time and result, then why each failed
 # stage failed.
@@ -160,6 +167,8 @@ echo "=============== unit"
 cat reports/test/unit.log
 echo "=============== stages"
 printf '%s\n' "${results[@]}" | tee reports/test/stages.txt
+kill "$sampler_pid" 2>/dev/null
+python3 scripts/cpu-sampler.py summary reports/test/cpu.tsv reports/test/stage-windows.tsv | tee reports/test/cpu.txt
 for name in "${failed[@]}"; do
   python3 scripts/failure-digest.py "$name" "reports/test/$name.log" >> reports/test/failures.txt
 done

@@ -71,6 +71,9 @@ def playbook(name, *args, json_out=True, report_dir=None, inventory_path=None, e
     env.setdefault("ANSIBLE_COLLECTIONS_PATH", "%s/.cache/collections:%s/.venv/lib/python3.11/site-packages" % (ROOT, ROOT))
     if json_out:
         env["ANSIBLE_STDOUT_CALLBACK"] = "ansible.posix.json"
+        # LLMOPS_PROFILE=1 (molecule-all.sh) enables profile_tasks for molecule's own runs; its lines
+        # on stdout would break this run's JSON.
+        env.pop("ANSIBLE_CALLBACKS_ENABLED", None)
     path = os.path.join(ROOT, name) if name == "site.yml" else os.path.join(ROOT, "playbooks", name)
     cmd = ["ansible-playbook", "-i", inventory_path or inventory()] + (["-i", extra_inventory] if extra_inventory else []) + [path] + list(args)
     if report_dir:
