@@ -1,8 +1,7 @@
-#!/usr/bin/env python3
 """CPU use of this machine during `make test`, to see where CI's minutes go.
 
-usage: cpu-sampler.py run OUT.tsv [INTERVAL]    sample until killed: "epoch busy% load1 runnable"
-       cpu-sampler.py summary OUT.tsv [STAGES.tsv]
+usage: python3 scripts/cpu-sampler.py run OUT.tsv [INTERVAL]    sample until killed: "epoch busy% load1 runnable"
+       python3 scripts/cpu-sampler.py summary OUT.tsv [STAGES.tsv]
 The summary prints the whole run's mean busy share and how much of it was saturated
 (>= 90 % busy), then, given scripts/test.sh's stage windows (name, start, end), the same
 per stage. Busy is 1 - (idle + iowait) / total from /proc/stat, over all cores.
