@@ -191,3 +191,26 @@ class SleepControl(object):
 
 def control(url, api_key=None, timeout=30.0, instance=None, validate_certs=True):
     return SleepControl(VllmClient(url, api_key=api_key, timeout=timeout, validate_certs=validate_certs), instance)
+
+
+def swap_plan(view, sleep_name, wake_name, host="this host"):
+    """{"sleep": entry, "wake": entry} of a host's instance view for playbooks/swap.yml, None when the
+    host has neither instance; raises SleepError (naming the instance and the fix) when the swap cannot
+    run there: the same name twice, only one of them on this host, or one without sleep mode."""
+    if not sleep_name or not wake_name or sleep_name == wake_name:
+        raise SleepError("swap_sleep (%r) and swap_wake (%r) must name two different instances of one host "
+                         "(-e swap_sleep=A -e swap_wake=B)" % (sleep_name, wake_name))
+    by_name = dict((e.get("name"), e) for e in view or [] if isinstance(e, dict))
+    found = [n for n in (sleep_name, wake_name) if n in by_name]
+    if not found:
+        return None
+    if len(found) == 1:
+        missing = wake_name if found == [sleep_name] else sleep_name
+        raise SleepError("%s has instance %s but no instance %s (its vllm_instances: %s): both instances of a "
+                         "swap share one host's GPU" % (host, found[0], missing, ", ".join(sorted(by_name))))
+    for name in (sleep_name, wake_name):
+        if not by_name[name].get("sleep_mode"):
+            raise SleepError("instance %s on %s has no sleep mode: set args.enable_sleep_mode: true in its "
+                             "vllm_instances entry and converge (playbooks/vllm.yml) - it needs a CUDA GPU"
+                             % (name, host))
+    return {"sleep": by_name[sleep_name], "wake": by_name[wake_name]}
