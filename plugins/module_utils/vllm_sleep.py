@@ -34,7 +34,7 @@ __metaclass__ = type
 import time
 
 from ansible_collections.llmops.serving.plugins.module_utils import vllm_flags
-from ansible_collections.llmops.serving.plugins.module_utils.vllm_client import VllmClient
+from ansible_collections.llmops.serving.plugins.module_utils.vllm_client import VllmClient, sleep_state
 
 DEV_MODE_ENV = "VLLM_SERVER_DEV_MODE"
 LEVELS = (1, 2)
@@ -75,19 +75,6 @@ def check_instance(index, instance, settings, host_is_open):
 
 class SleepError(Exception):
     pass
-
-
-def sleep_state(metrics_text):
-    """{awake, weights_offloaded, discard_all} of gauge vllm:engine_sleep_state (first engine), or {}."""
-    out = {}
-    for line in (metrics_text or "").splitlines():
-        if line.startswith("vllm:engine_sleep_state{") and 'sleep_state="' in line:
-            state = line.split('sleep_state="', 1)[1].split('"', 1)[0]
-            try:
-                out.setdefault(state, float(line.rsplit(" ", 1)[1]))
-            except ValueError:
-                pass
-    return out
 
 
 def not_enabled_msg(instance, url):
