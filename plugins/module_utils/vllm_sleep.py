@@ -143,8 +143,14 @@ class SleepControl(object):
         """The module's result: changes only when the server is not in ``state``."""
         if level not in LEVELS:
             raise SleepError("level must be 1 or 2 (got %r)" % (level,))
-        before = self.is_sleeping()
         want = state == "asleep"
+        if check_mode and self.client.get("/is_sleeping")["error_kind"] == "refused":
+            # A host never converged (or the unit stopped): nothing to read; the run would start from there.
+            return dict(sleeping_before=None, sleeping=want, level=level if want else None, seconds=None,
+                        seconds_to_serving=None, changed=True,
+                        msg="check mode: %s does not answer (not deployed or stopped); a run would %s it"
+                        % (self.client.url, "put to sleep" if want else "wake"))
+        before = self.is_sleeping()
         out = dict(sleeping_before=before, sleeping=before, level=level if want else None, seconds=None,
                    seconds_to_serving=None, changed=before != want,
                    diff=dict(before=dict(sleeping=before), after=dict(sleeping=want)))

