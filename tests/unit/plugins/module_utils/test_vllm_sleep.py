@@ -211,6 +211,10 @@ def test_view_refuses_sleep_mode_on_cpu_and_on_an_open_bind():
                                    "args": {"enable_sleep_mode": True}}],
                                  _settings(api_key="k", allow_public_bind=True))
     assert "/collective_rpc" in str(e.value) and "wildcard or public" in str(e.value)
+    with pytest.raises(vllm_instance.InstanceViewError) as e:
+        vllm_instance.build_view([{"name": "big", "model": "/m/big"}],
+                                 _settings(device="cpu", common_args={"enable-sleep-mode": True}))
+    assert "vllm_common_args.enable-sleep-mode: sleep mode needs a CUDA GPU" in str(e.value)
     # a private address is accepted (the gateway's upstream)
     vllm_instance.build_view([{"name": "big", "model": "/m/big", "host": "10.0.0.5",
                                "args": {"enable_sleep_mode": True}}],
