@@ -227,7 +227,10 @@ def test_the_allowlist_never_passes_vllm_dev_routes():
         text = f.read()
     acls = dict((m.group(1), (m.group(2), m.group(3))) for m in re.finditer(r"^\s*acl (p_\w+) (path\w*) (.+)$", text, re.M))
     assert acls["p_v1"] == ("path_beg", "/v1/") and acls["p_health"] == ("path", "/health")
-    deny = text.index("http-request deny deny_status 404 unless p_v1 or p_health")
+    unless = re.findall(r"^\s*http-request deny deny_status 404 unless (.+)$", text, re.M)
+    assert unless == ["p_v1 or p_health"]
+    deny = text.index("http-request deny deny_status 404 unless")
     assert deny < text.index("use_backend") and deny < text.index("http-request set-var(txn.model)")
+    assert not re.search(r"^\s*http-request allow", text, re.M)
     for path in ("/sleep", "/wake_up", "/is_sleeping", "/collective_rpc", "/server_info", "/reset_prefix_cache"):
         assert not path.startswith("/v1/") and path != "/health"
