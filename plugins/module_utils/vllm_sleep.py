@@ -107,13 +107,13 @@ class SleepControl(object):
             self._fail("GET /is_sleeping gave no {\"is_sleeping\": bool}: %r" % (r.get("text") or "")[:200], r)
         return r["json"]["is_sleeping"]
 
-    def sleep(self, level):
-        r = self.client._request("POST", "/sleep", params={"level": int(level)})
+    def sleep(self, level, timeout=None):
+        r = self.client._request("POST", "/sleep", timeout=timeout, params={"level": int(level)})
         if not r["ok"]:
             self._fail("POST /sleep failed", r)
 
-    def wake_up(self):
-        r = self.client._request("POST", "/wake_up")
+    def wake_up(self, timeout=None):
+        r = self.client._request("POST", "/wake_up", timeout=timeout)
         if not r["ok"]:
             self._fail("POST /wake_up failed", r)
         body = r["json"] if isinstance(r["json"], dict) else {}
@@ -168,9 +168,9 @@ class SleepControl(object):
             return out
         start = self.clock()
         if want:
-            self.sleep(level)
+            self.sleep(level, timeout=max(self.client.timeout, ready_timeout))
         else:
-            self.wake_up()
+            self.wake_up(timeout=max(self.client.timeout, ready_timeout))
         out["seconds"] = round(self.clock() - start, 3)
         out["sleeping"] = self.is_sleeping()
         if out["sleeping"] != want:

@@ -50,7 +50,9 @@ options:
     description: Served model name of the readiness completion after a wake-up. Default is the first id of C(/v1/models).
     type: str
   ready_timeout:
-    description: Seconds to wait after a wake-up for a completion to answer.
+    description:
+      - Seconds to wait after a wake-up for a completion to answer; also the most the C(/sleep) and C(/wake_up)
+        calls themselves may take (level 1 copies the weights between host and GPU memory).
     type: float
     default: 300
 seealso:
@@ -105,11 +107,9 @@ from ansible_collections.llmops.serving.plugins.module_utils.vllm_sleep import S
 
 
 def main():
-    spec = connection_argument_spec(timeout=60)
-    spec["url"]["aliases"] = ["base_url"]
     module = AnsibleModule(
         argument_spec=dict(
-            spec,
+            connection_argument_spec(),
             state=dict(type="str", choices=["asleep", "awake"], required=True),
             level=dict(type="int", choices=[1, 2], default=1),
             instance=dict(type="str"),

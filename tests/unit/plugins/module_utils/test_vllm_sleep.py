@@ -242,7 +242,7 @@ def test_module_in_check_mode_through_ansible(tmp_path):
     s = VllmDev(sleeping=False)
     try:
         play = [{"hosts": "localhost", "gather_facts": False,
-                 "tasks": [{"llmops.serving.vllm_sleep": {"base_url": s.url, "state": "asleep", "instance": "big",
+                 "tasks": [{"llmops.serving.vllm_sleep": {"url": s.url, "state": "asleep", "instance": "big",
                                                           "api_key": KEY}, "register": "r"},
                            {"ansible.builtin.debug": {"var": "r"}}]}]
         (tmp_path / "play.yml").write_text(yaml.safe_dump(play))
