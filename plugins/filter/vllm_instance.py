@@ -15,6 +15,7 @@ __metaclass__ = type
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.llmops.serving.plugins.module_utils import vllm_instance
+from ansible_collections.llmops.serving.plugins.module_utils import vllm_sleep
 
 
 def vllm_instance_view(instances, settings):
@@ -40,10 +41,18 @@ def vllm_instance_env(name, instances, settings):
     raise AnsibleFilterError("vllm_instance_env: no instance named %r in vllm_instances" % (name,))
 
 
+def vllm_swap_plan(view, sleep_name, wake_name, host="this host"):
+    try:
+        return vllm_sleep.swap_plan(view, sleep_name, wake_name, host)
+    except vllm_sleep.SleepError as e:
+        raise AnsibleFilterError(str(e))
+
+
 class FilterModule(object):
     def filters(self):
         return {
             "vllm_instance_view": vllm_instance_view,
             "vllm_instance_api_key": vllm_instance_api_key,
             "vllm_instance_env": vllm_instance_env,
+            "vllm_swap_plan": vllm_swap_plan,
         }

@@ -218,6 +218,20 @@ class VllmClient(object):
         return r
 
 
+def sleep_state(metrics_text):
+    """{awake, weights_offloaded, discard_all} of vLLM's gauge vllm:engine_sleep_state (first engine), or {}
+    (no gauge). ``awake`` 0: the engine sleeps (sleep mode, module vllm_sleep); its requests wait."""
+    out = {}
+    for line in (metrics_text or "").splitlines():
+        if line.startswith("vllm:engine_sleep_state{") and 'sleep_state="' in line:
+            state = line.split('sleep_state="', 1)[1].split('"', 1)[0]
+            try:
+                out.setdefault(state, float(line.rsplit(" ", 1)[1]))
+            except ValueError:
+                pass
+    return out
+
+
 def _error_message(probe):
     body = probe.get("json")
     if isinstance(body, dict):

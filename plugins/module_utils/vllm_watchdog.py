@@ -169,7 +169,8 @@ def decide(state, probe_state, reason, unit_active, now, failures, max_per_hour,
         state.update(status="waiting", consecutive_failures=0)
         return None
     if probe_state not in FAILING_STATES:
-        state.update(status={"ready": "ok", "busy": "busy"}.get(probe_state, "waiting"), consecutive_failures=0)
+        state.update(status={"ready": "ok", "busy": "busy", "asleep": "asleep"}.get(probe_state, "waiting"),
+                     consecutive_failures=0)
         return None
     state["consecutive_failures"] = int(state.get("consecutive_failures") or 0) + 1
     if state["consecutive_failures"] < failures:
@@ -224,9 +225,15 @@ def run_round(args, api_key, runner=vllm_client._run, now=None):
     if active:
         client = vllm_client.VllmClient(args.url, api_key=api_key, timeout=args.timeout)
         health = client.health()
-        before = progress(client.metrics()) if health["ok"] else None
-        readiness = client.completion(args.model, max_tokens=1, timeout=args.timeout) if health["ok"] else None
+        metrics = client.metrics() if health["ok"] else None
+        before = progress(metrics)
+        # Put to sleep (sleep mode, module vllm_sleep): its requests wait until it is woken; not a hang.
+        asleep = vllm_client.sleep_state((metrics or {}).get("text")).get("awake") == 0
+        readiness = (client.completion(args.model, max_tokens=1, timeout=args.timeout)
+                     if health["ok"] and not asleep else None)
         probe_state, reason = vllm_client.combine_state(health, readiness, u)
+        if asleep:
+            probe_state, reason = "asleep", "the engine sleeps (vllm:engine_sleep_state awake=0): not probed"
         if probe_state == "degraded" and readiness and readiness.get("error_kind") == "timeout":
             after = progress(client.metrics())
             if busy_not_hung(readiness, before, after):

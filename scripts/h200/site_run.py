@@ -21,6 +21,13 @@ starts with the share off. Each start: systemd start -> active, the journal's ph
 lines, and (with py-spy staged) the engine's stacks from ``Graph capturing finished``
 to ``init engine``.
 
+Issue 33 item 4 (opt-in; site1 not needed): ``swap`` runs site.yml with two instances on
+the one GPU, both with sleep mode and gpu_memory_utilization 0.4 (tiny: BIG_MODEL when
+``big`` generated it, else the tiny model; swapb: the tiny model), records swapb's cold
+start, puts swapb to sleep (level 1; the watchdog must say ``asleep``), then runs
+playbooks/swap.yml (sleep tiny, wake swapb): seconds to serving after the wake-up vs the
+cold start, GPU memory used at each stage. Each figure is saved as soon as it exists.
+
 Issue 31 (opt-in, after site1): ``hang`` SIGSTOPs the EngineCore, ``hangapi`` the API
 server (the watchdog with the role's defaults kills it, systemd restarts it: seconds
 until serving again); ``crashloop`` kills each new main process until systemd gives up
@@ -52,9 +59,9 @@ PROMPT = "The quick brown fox jumps over the lazy dog"
 STEPS = [("preflight", 60), ("wheelhouse", 90), ("site1", 420), ("serve", 30), ("site2", 120), ("check", 120), ("verify", 200),
          ("change", 300), ("rollback", 300), ("fault", 240), ("fixtures", 30),
          ("big", 540), ("bigseed", 300), ("bigkept", 240), ("bigkv", 540), ("bigload", 420), ("bigcold", 300),
-         ("hang", 330), ("hangapi", 330), ("crashloop", 420)]
+         ("hang", 330), ("hangapi", 330), ("crashloop", 420), ("swap", 540)]
 # Steps that run only when H200_STEPS names them.
-OPT_IN = ("big", "bigseed", "bigkept", "bigkv", "bigload", "bigcold", "hang", "hangapi", "crashloop")
+OPT_IN = ("big", "bigseed", "bigkept", "bigkv", "bigload", "bigcold", "hang", "hangapi", "crashloop", "swap")
 PYSPY = os.path.join(SITE, "tools", "bin", "py-spy")
 # Issue 35: the instance tiny on a Llama-3-8B-shaped model (random weights: start-up and
 # memory figures only), the fleet compile cache's controller dir on this host.
@@ -377,11 +384,11 @@ def step_crashloop(st):
             if isinstance(state, dict) else state}
 
 
-def start_figures(since):
+def start_figures(since, unit=UNIT):
     """The unit's last start (systemd: start -> active, warmup hook included) and its compile/load lines."""
-    show = sh("systemctl show -p InactiveExitTimestampMonotonic -p ActiveEnterTimestampMonotonic --value %s" % UNIT)[1]
+    show = sh("systemctl show -p InactiveExitTimestampMonotonic -p ActiveEnterTimestampMonotonic --value %s" % unit)[1]
     mono = [int(x) for x in show.split() if x.isdigit()]
-    journal = sh("journalctl -u %s --since @%d --no-pager -o cat" % (UNIT, since), timeout=60)[1]
+    journal = sh("journalctl -u %s --since @%d --no-pager -o cat" % (unit, since), timeout=60)[1]
     return {"start_to_active_s": round((mono[1] - mono[0]) / 1e6, 1) if len(mono) == 2 and mono[1] > mono[0] else None,
             "journal": [line.strip()[:300] for line in journal.splitlines() if START_LINES.search(line)][-40:],
             "gpu_used_mib": gpu_used_mib(), "serving": serving()}
@@ -505,6 +512,89 @@ def step_bigcold(st):
     return big_run("bigcold", dict(BIG, vllm_compile_cache_share=False))
 
 
+SWAP_B = {"name": "swapb", "port": 8001}
+
+
+def swap_extra(big):
+    """site.yml -e of the swap step: two sleep-mode instances on GPU 0, 0.4 of its memory each."""
+    def inst(name, model, port):
+        return {"name": name, "model": model, "served_model_name": name, "host": "127.0.0.1", "port": port,
+                "gpus": [0], "readiness_timeout": 600,
+                "args": {"max_model_len": 2048, "gpu_memory_utilization": 0.4, "enable_sleep_mode": True}}
+    return {"vllm_instances": [inst("tiny", BIG_MODEL if big else "/srv/models/tiny", 8000),
+                               inst(SWAP_B["name"], "/srv/models/tiny", SWAP_B["port"])]}
+
+
+def adhoc(module, args, timeout=600):
+    """One module through the ad-hoc ``ansible`` CLI on this host (the vLLM venv's interpreter): rc, its result."""
+    rc, out = sh("%s %s localhost -i localhost, -c local -e ansible_python_interpreter=/opt/vllm/venv/bin/python "
+                 "-m %s -a '%s'" % (sys.executable, os.path.join(SITE, "bin", "ansible"), module, json.dumps(args)),
+                 timeout=timeout)
+    try:
+        return rc, json.JSONDecoder().raw_decode(out[out.index("{"):])[0]  # the timer callback's line follows
+    except ValueError:
+        return rc, {"output": out.strip().splitlines()[-8:]}
+
+
+def served_at(port, model):
+    """A 4-token completion on 127.0.0.1:PORT within 10 s."""
+    try:
+        req = urllib.request.Request("http://127.0.0.1:%d/v1/completions" % port, headers={"Content-Type": "application/json"},
+                                     data=json.dumps({"model": model, "prompt": PROMPT, "max_tokens": 4}).encode())
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            return json.loads(resp.read())["usage"]["completion_tokens"] > 0
+    except Exception:  # noqa: BLE001 - any failure is "not serving"
+        return False
+
+
+def step_swap(st):
+    """Issue 33 item 4: swapb's cold start vs its wake-up (playbooks/swap.yml) on the GPU tiny sleeps on."""
+    big = os.path.exists(os.path.join(BIG_MODEL, "config.json"))
+    r = {"rc": 1, "model_tiny": BIG_MODEL if big else "/srv/models/tiny", "model_swapb": "/srv/models/tiny"}
+    unit_b = "vllm@%s.service" % SWAP_B["name"]
+
+    def keep(part, value):  # every figure saved as soon as it exists (a later part may fail or run out of time)
+        r[part] = value
+        st["results"]["swap"] = r
+        save(st)
+        log("swap %s: %s" % (part, json.dumps(value)[:600]))
+
+    sh("systemctl stop %s %s" % (UNIT, unit_b), timeout=180)
+    keep("gpu_used_mib_none", gpu_used_mib())
+    t0 = int(now())
+    site = playbook("swap-site", [os.path.join(REPO, "site.yml"), "-e", json.dumps(swap_extra(big))], 900)
+    keep("site", site)
+    keep("tiny_cold", start_figures(t0))
+    keep("swapb_cold", dict(start_figures(t0, unit_b), serving=served_at(SWAP_B["port"], SWAP_B["name"])))
+    keep("gpu_used_mib_both_awake", gpu_used_mib())
+    if site["rc"] != 0:
+        return r
+    url_b = "http://127.0.0.1:%d" % SWAP_B["port"]
+    rc, out = adhoc("llmops.serving.vllm_sleep", {"url": url_b, "state": "asleep", "level": 1, "instance": SWAP_B["name"]})
+    keep("swapb_sleep", dict(rc=rc, **dict((k, out.get(k)) for k in ("seconds", "sleeping", "msg", "output"))))
+    keep("gpu_used_mib_swapb_asleep", gpu_used_mib())
+    time.sleep(25)  # two watchdog rounds: a sleeping engine must be "asleep", not killed
+    keep("swapb_watchdog_asleep", {"state": sh("cat /var/lib/vllm-watchdog/swapb.json")[1].strip()[:600],
+                                   "nrestarts": sh("systemctl show -p NRestarts --value %s" % unit_b)[1].strip()})
+    swap = playbook("swap", [os.path.join(REPO, "playbooks", "swap.yml"), "-e", json.dumps(swap_extra(big)),
+                             "-e", "swap_sleep=tiny", "-e", "swap_wake=" + SWAP_B["name"]], 420)
+    text = open(os.path.join(OUTD, "swap.log"), errors="replace").read()
+    m = re.search(r"tiny asleep \(level 1\) in ([\d.]+) s; swapb awake in ([\d.]+) s, serving ([\d.]+) s", text)
+    swap.update(tiny_sleep_s=float(m.group(1)) if m else None, swapb_wake_s=float(m.group(2)) if m else None,
+                swapb_seconds_to_serving=float(m.group(3)) if m else None)
+    keep("swap", swap)
+    keep("gpu_used_mib_tiny_asleep_swapb_awake", gpu_used_mib())
+    keep("after", {"swapb_serving": served_at(SWAP_B["port"], SWAP_B["name"]),
+                   "tiny_is_sleeping": sh("curl -s http://127.0.0.1:8000/is_sleeping")[1].strip()[:200]})
+    cold = (r.get("swapb_cold") or {}).get("start_to_active_s")
+    used = [r.get(k) for k in ("gpu_used_mib_both_awake", "gpu_used_mib_swapb_asleep",
+                               "gpu_used_mib_tiny_asleep_swapb_awake")]
+    keep("figures", {"swapb_cold_start_to_active_s": cold, "swapb_wake_to_serving_s": swap["swapb_seconds_to_serving"],
+                     "gpu_used_mib_awake_asleep_swapped": used})
+    r["rc"] = 0 if swap["rc"] == 0 and r["after"]["swapb_serving"] else 1
+    return r
+
+
 def step_fixtures(st):
     fx = os.path.join(OUTD, "fixtures")
     os.makedirs(fx, exist_ok=True)
@@ -550,7 +640,8 @@ def main():
         try:
             res = globals()["step_" + name](st)
         except Exception as e:  # noqa: BLE001 - record and go on to the next call
-            res = {"rc": 99, "error": "%s: %s" % (type(e).__name__, e)}
+            # the figures a step saved before it failed (swap saves each as it goes) are kept
+            res = dict(st["results"].get(name) or {}, rc=99, error="%s: %s" % (type(e).__name__, e))
         st["results"][name] = res
         st["done"][name] = round(now(), 1)
         save(st)

@@ -226,6 +226,7 @@ def test_allowlist_key_and_tls():
     assert request("GET", "/v1/models")[0] == 200
     assert request("POST", "/v1/completions", dict(COMPLETION, model="nope"))[0] in (401, 404)
     for path in ("/invocations", "/tokenize", "/metrics", "/load", "/pause", "/collective_rpc", "/version",
+                 "/sleep", "/sleep?level=1", "/wake_up", "/is_sleeping",
                  "/ping", "/v1/../invocations", "//invocations", "/v1/%2e%2e/invocations", "/detokenize"):
         for method in ("GET", "POST"):
             status = request(method, path, {"model": "tiny", "prompt": "x"} if method == "POST" else None)[0]

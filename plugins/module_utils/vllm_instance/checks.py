@@ -17,6 +17,7 @@ import re
 from ansible_collections.llmops.serving.plugins.module_utils import vllm_args
 from ansible_collections.llmops.serving.plugins.module_utils import vllm_flags
 from ansible_collections.llmops.serving.plugins.module_utils import vllm_multinode
+from ansible_collections.llmops.serving.plugins.module_utils import vllm_sleep
 from ansible_collections.llmops.serving.plugins.module_utils.vllm_instance.env import instance_api_key
 from ansible_collections.llmops.serving.plugins.module_utils.vllm_instance.values import (
     DEFAULT_HOST, DEFAULT_PORT, is_global_ip, is_loopback, is_secret_name, is_wildcard,
@@ -210,6 +211,7 @@ def check(instances, settings):
                 msg = _public_problem(i, inst, host, has_key, settings)
                 if msg:
                     own.append(msg)
+            own += vllm_sleep.check_instance(i, inst, settings, is_wildcard(host) or is_global_ip(host))
             key, mml = vllm_flags.lookup(vllm_flags.merged_options(inst, settings.get("common_args") or {}),
                                          "max_model_len")
             try:

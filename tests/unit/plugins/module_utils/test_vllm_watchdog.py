@@ -189,7 +189,7 @@ class SlowEngine(LocalServer):
     """/health 200, /metrics the real capture (its step counter moved by one per read when ``busy``), every
     completion answered after ``delay`` s: a busy engine, or (counters still) a hung one."""
 
-    def __init__(self, busy, delay=3.0):
+    def __init__(self, busy, delay=3.0, asleep=False):
         import re
         import time
         from http.server import BaseHTTPRequestHandler
@@ -212,6 +212,9 @@ class SlowEngine(LocalServer):
                     moved = re.sub(r"^(vllm:iteration_tokens_total_count\{[^}]*\}) (\S+)",
                                    lambda m: "%s %s" % (m.group(1), float(m.group(2)) + (reads[0] if busy else 0)),
                                    text, flags=re.M)
+                    if asleep:  # the gauge as vLLM exports it while the engine sleeps at level 1
+                        moved = re.sub(r'(sleep_state="awake"\}) 1.0', r"\1 0.0", moved)
+                        moved = re.sub(r'(sleep_state="weights_offloaded"\}) 0.0', r"\1 1.0", moved)
                     self._send(200, moved.encode())
                 else:
                     self._send(200, b"")
@@ -257,6 +260,27 @@ def test_a_timed_out_completion_is_busy_when_the_engine_moves_and_hung_when_it_d
     else:
         assert action == "restart" and "the engine made no progress meanwhile" in msg and "hung" in msg, msg
         assert ["systemctl", "kill", "--signal=SIGKILL", "vllm@a.service"] in calls
+
+
+def test_a_sleeping_engine_is_asleep_not_hung(tmp_path):
+    """Put to sleep (module vllm_sleep), an engine answers no completion and moves no counter: the round reads
+    vllm:engine_sleep_state, sends no completion and kills nothing."""
+    srv = SlowEngine(busy=False, asleep=True)
+    props = "LoadState=loaded\nActiveState=active\nSubState=running\nNRestarts=0\nMainPID=42\nResult=success\n"
+    calls = []
+
+    def runner(argv):
+        calls.append(argv)
+        return (0, props, "") if argv[:2] == ["systemctl", "show"] else (0, "", "")
+
+    args = wd.build_parser().parse_args(["--instance", "a", "--url", srv.url, "--model", "tiny", "--failures", "1",
+                                         "--timeout", "0.5", "--state-dir", str(tmp_path)])
+    try:
+        st, action, msg = wd.run_round(args, None, runner=runner, now=100)
+    finally:
+        srv.close()
+    assert action is None and st["status"] == "asleep" and st["consecutive_failures"] == 0, msg
+    assert not any(c[:2] == ["systemctl", "kill"] for c in calls)
 
 
 def test_a_round_never_waits_for_the_instances_start_job():
