@@ -22,8 +22,8 @@ lines, and (with py-spy staged) the engine's stacks from ``Graph capturing finis
 to ``init engine``.
 
 Issue 33 item 4 (opt-in; site1 not needed): ``swap`` runs site.yml with two instances on
-the one GPU, both with sleep mode and gpu_memory_utilization 0.4 (tiny: BIG_MODEL when
-``big`` generated it, else the tiny model; swapb: the tiny model), records swapb's cold
+the one GPU, both with sleep mode and gpu_memory_utilization 0.4 (tiny: the tiny model;
+swapb: BIG_MODEL, generated first when missing), records swapb's cold
 start, puts swapb to sleep (level 1; the watchdog must say ``asleep``), then runs
 playbooks/swap.yml (sleep tiny, wake swapb): seconds to serving after the wake-up vs the
 cold start, GPU memory used at each stage. Each figure is saved as soon as it exists.
@@ -59,7 +59,7 @@ PROMPT = "The quick brown fox jumps over the lazy dog"
 STEPS = [("preflight", 60), ("wheelhouse", 90), ("site1", 420), ("serve", 30), ("site2", 120), ("check", 120), ("verify", 200),
          ("change", 300), ("rollback", 300), ("fault", 240), ("fixtures", 30),
          ("big", 540), ("bigseed", 300), ("bigkept", 240), ("bigkv", 540), ("bigload", 420), ("bigcold", 300),
-         ("hang", 330), ("hangapi", 330), ("crashloop", 420), ("swap", 540)]
+         ("hang", 330), ("hangapi", 330), ("crashloop", 420), ("swap", 900)]
 # Steps that run only when H200_STEPS names them.
 OPT_IN = ("big", "bigseed", "bigkept", "bigkv", "bigload", "bigcold", "hang", "hangapi", "crashloop", "swap")
 PYSPY = os.path.join(SITE, "tools", "bin", "py-spy")
@@ -462,8 +462,8 @@ def big_args(**args):
     return dict(BIG, vllm_instances=[inst])
 
 
-def step_big(st):
-    """The model generated on the GPU (the module's figures, the image's torch), then site.yml: cold start, collect."""
+def generate_big():
+    """The Llama-3-8B-shaped model generated on the GPU by the module (random weights); its figures."""
     t0 = now()
     rc, out = sh("%s %s localhost -i localhost, -c local -e ansible_python_interpreter=%s -m llmops.serving.vllm_tiny_model "
                  "-a '%s'" % (sys.executable, os.path.join(SITE, "bin", "ansible"), PY,
@@ -472,6 +472,12 @@ def step_big(st):
                                              r"\"?([^\s\",]+)", out, re.M))
     gen.update(rc=rc, wall_s=round(now() - t0, 1), shards=sh("ls -la %s" % BIG_MODEL)[1].strip().splitlines(),
                tail=out.strip().splitlines()[-6:] if rc else [])
+    return gen
+
+
+def step_big(st):
+    """The model generated on the GPU (the module's figures, the image's torch), then site.yml: cold start, collect."""
+    gen = generate_big()
     r = big_run("big", BIG)
     r["generate"] = gen
     return r
@@ -515,14 +521,15 @@ def step_bigcold(st):
 SWAP_B = {"name": "swapb", "port": 8001}
 
 
-def swap_extra(big):
-    """site.yml -e of the swap step: two sleep-mode instances on GPU 0, 0.4 of its memory each."""
+def swap_extra():
+    """site.yml -e of the swap step: two sleep-mode instances on GPU 0, 0.4 of its memory each: tiny (the
+    tiny model, put to sleep) and swapb (the 8B-shaped model, whose cold start the wake-up is compared with)."""
     def inst(name, model, port):
         return {"name": name, "model": model, "served_model_name": name, "host": "127.0.0.1", "port": port,
                 "gpus": [0], "readiness_timeout": 600,
                 "args": {"max_model_len": 2048, "gpu_memory_utilization": 0.4, "enable_sleep_mode": True}}
-    return {"vllm_instances": [inst("tiny", BIG_MODEL if big else "/srv/models/tiny", 8000),
-                               inst(SWAP_B["name"], "/srv/models/tiny", SWAP_B["port"])]}
+    return {"vllm_instances": [inst("tiny", "/srv/models/tiny", 8000),
+                               inst(SWAP_B["name"], BIG_MODEL, SWAP_B["port"])]}
 
 
 def adhoc(module, args, timeout=600):
@@ -549,8 +556,7 @@ def served_at(port, model):
 
 def step_swap(st):
     """Issue 33 item 4: swapb's cold start vs its wake-up (playbooks/swap.yml) on the GPU tiny sleeps on."""
-    big = os.path.exists(os.path.join(BIG_MODEL, "config.json"))
-    r = {"rc": 1, "model_tiny": BIG_MODEL if big else "/srv/models/tiny", "model_swapb": "/srv/models/tiny"}
+    r = {"rc": 1, "model_tiny": "/srv/models/tiny", "model_swapb": BIG_MODEL}
     unit_b = "vllm@%s.service" % SWAP_B["name"]
 
     def keep(part, value):  # every figure saved as soon as it exists (a later part may fail or run out of time)
@@ -559,10 +565,12 @@ def step_swap(st):
         save(st)
         log("swap %s: %s" % (part, json.dumps(value)[:600]))
 
+    if not os.path.exists(os.path.join(BIG_MODEL, "config.json")):
+        keep("generate_swapb_model", generate_big())
     sh("systemctl stop %s %s" % (UNIT, unit_b), timeout=180)
     keep("gpu_used_mib_none", gpu_used_mib())
     t0 = int(now())
-    site = playbook("swap-site", [os.path.join(REPO, "site.yml"), "-e", json.dumps(swap_extra(big))], 900)
+    site = playbook("swap-site", [os.path.join(REPO, "site.yml"), "-e", json.dumps(swap_extra())], 900)
     keep("site", site)
     keep("tiny_cold", start_figures(t0))
     keep("swapb_cold", dict(start_figures(t0, unit_b), serving=served_at(SWAP_B["port"], SWAP_B["name"])))
@@ -576,7 +584,7 @@ def step_swap(st):
     time.sleep(25)  # two watchdog rounds: a sleeping engine must be "asleep", not killed
     keep("swapb_watchdog_asleep", {"state": sh("cat /var/lib/vllm-watchdog/swapb.json")[1].strip()[:600],
                                    "nrestarts": sh("systemctl show -p NRestarts --value %s" % unit_b)[1].strip()})
-    swap = playbook("swap", [os.path.join(REPO, "playbooks", "swap.yml"), "-e", json.dumps(swap_extra(big)),
+    swap = playbook("swap", [os.path.join(REPO, "playbooks", "swap.yml"), "-e", json.dumps(swap_extra()),
                              "-e", "swap_sleep=tiny", "-e", "swap_wake=" + SWAP_B["name"]], 420)
     text = open(os.path.join(OUTD, "swap.log"), errors="replace").read()
     m = re.search(r"tiny asleep \(level 1\) in ([\d.]+) s; swapb awake in ([\d.]+) s, serving ([\d.]+) s", text)
