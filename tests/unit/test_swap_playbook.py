@@ -92,3 +92,31 @@ def test_a_name_that_is_not_a_sleep_mode_instance_fails_before_any_change(bed, n
     proc, tasks = _run(tmp_path, "-e", "swap_sleep=%s" % names[0], "-e", "swap_wake=%s" % names[1])
     assert proc.returncode != 0 and words in proc.stdout, proc.stdout[-3000:]
     assert big.calls == [] and tiny.calls == []
+
+
+def test_a_cuda_host_with_vllm_device_auto_reads_its_gpus_before_the_view(bed):
+    """swap.yml reads no GPU facts of its own: with vllm_device auto the view reads them (gpu_info
+    through the real module, nvidia-smi replaying the H200 capture), not "cpu" (which refused
+    both sleep-mode instances on the H200, 2026-12-04)."""
+    tmp_path, big, tiny = bed
+    inv = yaml.safe_load((tmp_path / "inv.yml").read_text())
+    host = inv["vllm"]["hosts"]["localhost"]
+    host["vllm_device"] = "auto"
+    # The capture has one GPU: the instance on GPU 1 would be refused (rightly) for that.
+    host["vllm_instances"] = [i for i in host["vllm_instances"] if i["name"] != "plain"]
+    (tmp_path / "inv.yml").write_text(yaml.safe_dump(inv))
+    fix = os.path.join(ROOT, "tests", "fixtures", "nvidia-smi")
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    os.symlink(os.path.join(fix, "fake-nvidia-smi"), str(bindir / "nvidia-smi"))
+    os.environ.update(PATH="%s:%s" % (bindir, os.environ["PATH"]), FAKE_GPU_FIXTURE=os.path.join(fix, "h200"),
+                      FAKE_GPU_NVCC="", FAKE_GPU_CASE_FILE="/nonexistent")
+    try:
+        proc, tasks = _run(tmp_path, "-e", "swap_sleep=big", "-e", "swap_wake=tiny", "--check")
+    finally:
+        os.environ["PATH"] = os.environ["PATH"].split(":", 1)[1]
+        for k in ("FAKE_GPU_FIXTURE", "FAKE_GPU_NVCC", "FAKE_GPU_CASE_FILE"):
+            os.environ.pop(k, None)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    assert "vllm_device is cpu" not in proc.stdout
+    assert tasks["Put the instance to sleep: big"]["changed"] and _posts(big) == [] and _posts(tiny) == []
