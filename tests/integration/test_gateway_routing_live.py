@@ -484,9 +484,8 @@ AGENT_HOLD_S = 10
 def agents(tmp_path_factory):
     """tiny on n1 and n2 only (gateway_backends), each host's agent on its own port (one network namespace)."""
     stand_ins = {n: Agent() for n in NODES}
-    p, out, port, echoes = render(tmp_path_factory.mktemp("agent"), "leastconn",
-                                 {"gateway_hold_timeout": AGENT_HOLD_S,
-                                  "gateway_backends": {"tiny": ["n1/tiny", "n2/tiny"]}}, agents=stand_ins)
+    extra = {"gateway_hold_timeout": AGENT_HOLD_S, "gateway_backends": {"tiny": ["n1/tiny", "n2/tiny"]}}
+    p, out, port, echoes = render(tmp_path_factory.mktemp("agent"), "leastconn", extra, agents=stand_ins)
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-2000:]
     gw = Gateway(out, port)
     gw.agents, gw.echoes = stand_ins, echoes
