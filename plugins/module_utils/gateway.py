@@ -18,6 +18,8 @@ Inputs:
       empty = every instance of ``views``, grouped by ``served_name``
     frontend_port (int), tls (bool), tls_cert_exists,
     tls_key_exists (bool or None when no TLS)
+    agents: ``{inventory_host: {"port", "address"}}`` (``vllm_gateway_agent`` of each vLLM
+      host: the vllm_service role's gateway agent; port 0 or absent: none)
 
 Every error raises ``GatewayConfigError`` with the variable and the fix.
 """
@@ -86,6 +88,27 @@ def _address(host, view, settings):
     return bind
 
 
+def agent(host, view, settings):
+    """The agent-check of one server: ``{"agent_port": P, "agent_addr": A}`` (port 0: no agent).
+
+    The host's gateway agent (``vllm_gateway_agent`` fact, published by vllm_service's view:
+    llmops-vllm-agent.socket) answers ``up`` only once ``vllm@NAME`` is active, i.e. after its warmup
+    hook; the gateway keeps the server DOWN (requests held by hold.lua) until then, whoever restarted
+    it. ``agent_addr`` is the agent's own address when the host set one (vllm_gateway_agent_address),
+    '' when it listens on the instance's address."""
+    spec = (settings.get("agents") or {}).get(host) or {}
+    try:
+        port = int(spec.get("port") or 0)
+    except (TypeError, ValueError):
+        port = -1
+    if not 0 <= port < 65536:
+        raise GatewayConfigError("vllm_gateway_agent of %s has port %r: set vllm_gateway_agent_port on %s to a TCP "
+                                 "port (1-65535) or 0" % (host, spec.get("port"), host))
+    if _NAME_BAD.search(str(view["name"])):
+        port = 0  # HAProxy's agent-send cannot carry it; the agent would refuse it anyway
+    return dict(agent_port=port, agent_addr=str(spec.get("address") or "") if port else "")
+
+
 def _index(views):
     """{"HOST/INSTANCE": (host, view)} of every instance that serves the API
     (the headless parts of spanning instances have none: their head serves it)."""
@@ -99,7 +122,9 @@ def _index(views):
 def build_backends(views, settings):
     """The gateway's backends: a sorted list of dicts.
 
-    ``{"name", "model", "aliases", "servers": [{"name", "address", "port", "endpoint", "host", "instance"}]}``
+    ``{"name", "model", "aliases", "servers": [{"name", "address", "port", "endpoint", "host", "instance",
+    "agent_port", "agent_addr"}]}``: ``agent_port`` (0: none) and ``agent_addr`` ('' = the server's address)
+    of the host's gateway agent (``agent()``).
     """
     index = _index(views)
     explicit = settings.get("backends") or {}
@@ -144,7 +169,8 @@ def build_backends(views, settings):
             seen_addr[key] = (host, view["name"])
             endpoint = ("[%s]:%d" if ":" in address else "%s:%d") % (address, port)
             servers.append(dict(name=server_name(host, view["name"]), address=address, port=port,
-                                endpoint=endpoint, host=host, instance=view["name"]))
+                                endpoint=endpoint, host=host, instance=view["name"],
+                                **agent(host, view, settings)))
         backends.append(dict(name=backend_name(model), model=model,
                              aliases=sorted(aliases.get(model, set())), servers=servers))
     names = {}

@@ -11,6 +11,10 @@ servers on loopback that answer with their own name.
   every other session keeps its server (consistent hashing); ready: they come back.
 - a leastconn-only fleet renders no hashing line at all (unchanged config for existing gateways).
 - bad gateway_routing fails in the preflight naming the variable.
+- the gateway agent (vllm_service's llmops-vllm-agent, here a stand-in answering what the test sets): agent
+  down on every server of a model -> requests held (hold.lua) -> agent up -> served; a server drained through
+  the runtime API stays drained while its agent says up; agent down on one of two servers -> all traffic to
+  the other.
 - per-key limits (gateway_api_key_limits, gateway_api_keys entries' limits): requests per window
   and requests in flight, per key and per (key, model); over a limit 429 with Retry-After and an
   OpenAI-shaped JSON error (Anthropic's on /v1/messages), the server never sees it; a key without
@@ -83,7 +87,7 @@ def view(name, served, port):
     return {"name": name, "served_name": served, "served_model_name": served, "host": "127.0.0.1", "port": port}
 
 
-def render(tmp_path, routing, extra=None, gateways=("localhost",)):
+def render(tmp_path, routing, extra=None, gateways=("localhost",), agents=None):
     """The role's preflight + template for three vLLM hosts, each serving chat, docs and tiny on its own ports.
     Returns (proc, out dir, frontend port, echoes) of the first gateway; with several gateways the others'
     (out dir, port) are in render.others."""
@@ -96,6 +100,8 @@ def render(tmp_path, routing, extra=None, gateways=("localhost",)):
             echoes[(n, model)] = e
             views.append(view(model, model, e.port))
         hosts[n] = {"vllm_view": views, "gateway_upstream_address": "127.0.0.1"}
+        if agents:
+            hosts[n]["vllm_gateway_agent"] = {"port": agents[n].port}
     gw_hosts, outs = {}, []
     for g in gateways:
         out = tmp_path / ("out" if len(gateways) == 1 else "out-" + g)
@@ -323,6 +329,7 @@ def test_leastconn_only_renders_no_hashing(tmp_path):
     assert "hash" not in cfg.replace("sha2(256)", "") and "txn.session" not in cfg and "txn.prefix" not in cfg
     assert cfg.count("balance leastconn") == 3
     assert "st_llm_keys" not in cfg and "track-sc" not in cfg  # no key has limits: no limit rule
+    assert "agent-check" not in cfg  # no host publishes a gateway agent: the /health check alone, as before
 
 
 @pytest.mark.parametrize("routing,message", [
@@ -440,3 +447,130 @@ def test_two_gateways_share_the_counters_through_peers(tmp_path):
     finally:
         a.stop()
         b.stop()
+
+
+class Agent(object):
+    """A stand-in for a vLLM host's gateway agent (HAProxy agent-check): reads the instance name, answers
+    what the test set for it (default up), as roles/vllm_service/files/vllm-gateway-agent.sh does."""
+
+    def __init__(self):
+        self.state = {}
+        self.asked = 0
+        self.sock = socket.socket()
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(16)
+        self.port = self.sock.getsockname()[1]
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self):
+        while True:
+            conn, dummy = self.sock.accept()
+            try:
+                conn.settimeout(2)
+                line = conn.makefile("rb").readline().decode().strip()
+                self.asked += 1
+                conn.sendall((self.state.get(line, "up") + "\n").encode())
+            except OSError:
+                pass
+            finally:
+                conn.close()
+
+
+AGENT_HOLD_S = 10
+
+
+@pytest.fixture(scope="module")
+def agents(tmp_path_factory):
+    """tiny on n1 and n2 only (gateway_backends), each host's agent on its own port (one network namespace)."""
+    stand_ins = {n: Agent() for n in NODES}
+    extra = {"gateway_hold_timeout": AGENT_HOLD_S, "gateway_backends": {"tiny": ["n1/tiny", "n2/tiny"]}}
+    p, out, port, echoes = render(tmp_path_factory.mktemp("agent"), "leastconn", extra, agents=stand_ins)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-2000:]
+    gw = Gateway(out, port)
+    gw.agents, gw.echoes = stand_ins, echoes
+    yield gw
+    gw.stop()
+
+
+def tiny_status(gw):
+    return {s["server"].split("__")[0]: s["status"] for s in gw.servers() if s["backend"] == "m_tiny"}
+
+
+def wait_status(gw, want, timeout=15):
+    """Wait until every server of m_tiny named in ``want`` has that status (UP, DOWN, DRAIN)."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        got = tiny_status(gw)
+        if all(got.get(n, "").split(" ")[0] == st for n, st in want.items()):
+            return got
+        time.sleep(0.1)
+    raise AssertionError("m_tiny servers %s, wanted %s" % (tiny_status(gw), want))
+
+
+def set_agents(gw, answer, nodes=("n1", "n2")):
+    for n in nodes:
+        gw.agents[n].state["tiny"] = answer
+
+
+def test_the_rendered_config_asks_each_hosts_agent_for_its_instance(agents):
+    cfg = (agents.out / "haproxy.cfg").read_text()
+    for n in ("n1", "n2"):
+        line = ('server %s__tiny 127.0.0.1:%d check agent-check agent-port %d agent-send "tiny\\n" agent-inter 500ms'
+                % (n, agents.echoes[(n, "tiny")].port, agents.agents[n].port))
+        assert line in cfg, cfg
+    assert agents.agents["n1"].asked > 0 and agents.agents["n2"].asked > 0
+
+
+def test_an_instance_warming_up_gets_no_request_it_is_held_until_the_agent_says_up(agents):
+    """Both tiny servers answer /health 200 (as vLLM does while its warmup hook runs) but their agents say down
+    (vllm@tiny activating): the request is held, not sent, and served once n2's agent says up."""
+    set_agents(agents, "down #activating")
+    try:
+        wait_status(agents, {"n1": "DOWN", "n2": "DOWN"})
+        posts = {n: agents.echoes[(n, "tiny")].posts for n in ("n1", "n2")}
+        results = []
+        t = _tiny_in_thread(agents, results)
+        time.sleep(2)
+        assert not results, results  # held, not a 503 and not sent to a warming instance
+        assert posts == {n: agents.echoes[(n, "tiny")].posts for n in ("n1", "n2")}
+        set_agents(agents, "up", ("n2",))
+        t.join(AGENT_HOLD_S + 10)
+        (status, dummy, data, took), = results
+        assert status == 200 and data == "n2/tiny", (status, data)
+        assert 2 <= took < AGENT_HOLD_S, took
+    finally:
+        set_agents(agents, "up")
+    wait_status(agents, {"n1": "UP", "n2": "UP"})
+
+
+def test_a_drained_server_stays_drained_while_its_agent_says_up(agents):
+    """The agent answers only up/down: a drain the role set through the runtime API holds while it says up."""
+    wait_status(agents, {"n1": "UP", "n2": "UP"})
+    assert "" == agents.admin("set server m_tiny/n1__tiny state drain").strip()
+    try:
+        asked = agents.agents["n1"].asked
+        deadline = time.time() + 10
+        while agents.agents["n1"].asked < asked + 3 and time.time() < deadline:  # three answers "up" after the drain
+            time.sleep(0.1)
+        assert agents.agents["n1"].asked >= asked + 3
+        # "DRAIN (agent)": HAProxy's label for a draining server with an agent-check; still drained.
+        assert tiny_status(agents)["n1"].startswith("DRAIN"), tiny_status(agents)
+        got = {agents.ask("/v1/chat/completions", {"model": "tiny", "messages": []}) for dummy in range(8)}
+        assert got == {"n2"}, got
+    finally:
+        agents.admin("set server m_tiny/n1__tiny state ready")
+    wait_status(agents, {"n1": "UP", "n2": "UP"})
+
+
+def test_agent_down_on_one_of_two_servers_sends_all_traffic_to_the_other(agents):
+    set_agents(agents, "down #activating", ("n1",))
+    try:
+        wait_status(agents, {"n1": "DOWN", "n2": "UP"})
+        got = {agents.ask("/v1/chat/completions", {"model": "tiny", "messages": []}) for dummy in range(8)}
+        assert got == {"n2"}, got
+    finally:
+        set_agents(agents, "up")
+    wait_status(agents, {"n1": "UP", "n2": "UP"})
+    got = {agents.ask("/v1/chat/completions", {"model": "tiny", "messages": []}) for dummy in range(8)}
+    assert got == {"n1", "n2"}, got

@@ -19,7 +19,7 @@ from conftest import ROOT, ansible_env, ansible_tool
 TASKS = os.path.join(ROOT, "roles", "vllm_service", "tasks")
 # The main flow's phases (tasks/main.yml); restart/rollback/snapshot/prune/venv
 # only run on a change (their include is gated: checked here too).
-FILES = ["install.yml", "venv.yml", "model.yml", "configure.yml", "run.yml", "run_changes.yml", "watchdog.yml"]
+FILES = ["install.yml", "venv.yml", "model.yml", "configure.yml", "run.yml", "run_changes.yml", "watchdog.yml", "agent.yml"]
 WRITERS = {"apt", "group", "user", "file", "copy", "template", "pip", "file_set", "systemd_service",
            "command", "shell", "vllm_tiny_model", "include_tasks", "include_role"}
 # A `when` naming one of these skips the task on a no-op run.
@@ -27,7 +27,7 @@ GATES = ("_vllm_state", "_vllm_files_same", "_vllm_unit_will_change", "_vllm_uni
          "_vllm_found", "_vllm_pip is changed", "_vllm_pip is not skipped", "_vllm_venv_moved", "_vllm_venv_done",
          "_vllm_watchdog_files is changed", "_vllm_restart_list", "_vllm_legacy_dir", "_vllm_venv_new",
          "ansible_check_mode and _vllm_pip is changed", "_vllm_run_has_work", "_vllm_snapshot_left",
-         "_vllm_venv_link_stale")
+         "_vllm_venv_link_stale", "_vllm_agent_left")
 # Loops that are empty on a no-op run.
 EMPTY_LOOPS = ("_vllm_restart_list", "_vllm_state.stale_instances", "_vllm_readiness_instances")
 # Not gated yet, with the reason (a line that is no longer needed fails too).

@@ -234,3 +234,42 @@ def test_the_allowlist_never_passes_vllm_dev_routes():
     assert not re.search(r"^\s*http-request allow", text, re.M)
     for path in ("/sleep", "/wake_up", "/is_sleeping", "/collective_rpc", "/server_info", "/reset_prefix_cache"):
         assert not path.startswith("/v1/") and path != "/health"
+
+
+def test_servers_of_a_host_with_a_gateway_agent_get_its_port_and_address():
+    agents = {"n1": {"port": 8391}, "n2": {"port": 8392, "address": "10.0.1.2"}, "n3": {"port": 0}}
+    backends = gw.build_backends(FLEET, dict(SETTINGS, agents=agents))
+    servers = {s["host"]: s for b in backends for s in b["servers"]}
+    assert (servers["n1"]["agent_port"], servers["n1"]["agent_addr"]) == (8391, "")
+    assert (servers["n2"]["agent_port"], servers["n2"]["agent_addr"]) == (8392, "10.0.1.2")
+    assert (servers["n3"]["agent_port"], servers["n3"]["agent_addr"]) == (0, "")
+
+
+def test_no_agents_setting_means_no_agent_check():
+    backends = gw.build_backends(FLEET, SETTINGS)
+    assert {s["agent_port"] for b in backends for s in b["servers"]} == {0}
+
+
+def test_a_bad_agent_port_names_the_variable():
+    with pytest.raises(gw.GatewayConfigError, match="set vllm_gateway_agent_port on n1"):
+        gw.build_backends(FLEET, dict(SETTINGS, agents={"n1": {"port": 70000}}))
+
+
+def test_the_template_renders_agent_check_only_for_servers_with_an_agent():
+    with open(os.path.join(ROOT, "roles", "gateway", "templates", "haproxy.cfg.j2"), encoding="utf-8") as f:
+        text = f.read()
+    start = text.index("{% for server in backend.servers %}")
+    block = text[start:text.index("{% endfor %}", start) + len("{% endfor %}")]
+    backend = dict(servers=gw.build_backends(FLEET, dict(SETTINGS, agents={"n1": {"port": 8391},
+                                                                           "n2": {"port": 8392, "address": "10.9.9.9"}}))[1]["servers"])
+    env = jinja2.Environment(trim_blocks=True, keep_trailing_newline=True)
+    lines = [x.strip() for x in env.from_string(block).render(backend=backend, gateway_health_interval="2s").splitlines()
+             if x.strip().startswith("server ")]
+    assert lines == [
+        'server n1__default 10.0.0.1:8301 check agent-check agent-port 8391 agent-send "default\\n" agent-inter 2s',
+        'server n2__default 10.0.0.2:8302 check agent-check agent-port 8392 agent-addr 10.9.9.9 agent-send "default\\n" '
+        'agent-inter 2s']
+    backend = dict(servers=gw.build_backends(FLEET, SETTINGS)[1]["servers"])
+    lines = [x.strip() for x in env.from_string(block).render(backend=backend, gateway_health_interval="2s").splitlines()
+             if x.strip().startswith("server ")]
+    assert lines == ["server n1__default 10.0.0.1:8301 check", "server n2__default 10.0.0.2:8302 check"]
