@@ -121,6 +121,13 @@ def _show(module, names):
     return removal.parse_show_blocks(out)
 
 
+def _existing(pattern):
+    """The paths a pattern names that exist (a glob, or one path; a dangling link counts)."""
+    if any(ch in pattern for ch in "*?["):
+        return glob.glob(pattern)
+    return [pattern] if os.path.lexists(pattern) else []
+
+
 def _marked(path, marker):
     try:
         with open(path, "r", errors="replace") as f:
@@ -151,8 +158,7 @@ def main():
     has_systemd = module.get_bin_path("systemctl") is not None and os.path.isdir("/run/systemd/system")
     units = _show(module, _expand_units(module, p["units"], p["unit_dir"])) if has_systemd else {}
     package_units = _show(module, list(p["package_units"])) if has_systemd else {}
-    present = sorted(set(m for pattern in p["paths"] for m in (glob.glob(pattern) if any(ch in pattern for ch in "*?[")
-                                                                  else ([pattern] if os.path.lexists(pattern) else []))))
+    present = sorted(set(m for pattern in p["paths"] for m in _existing(pattern)))
     marked = [c["path"] for c in p["conffiles"] if _marked(c["path"], c["marker"])]
     plan = removal.plan(units, package_units, present, marked)
     changed = not removal.is_empty(plan)
