@@ -197,19 +197,27 @@ def plain_request(port):
 
 
 class OpenAIClient(object):
+    """The openai client with its default retries; attempts = the HTTP requests it sent (its debug log)."""
+
     def __init__(self, port):
-        import httpx  # pylint: disable=import-outside-toplevel
+        import logging  # pylint: disable=import-outside-toplevel
         import openai  # pylint: disable=import-outside-toplevel
         self.openai = openai
         self.lock = threading.Lock()
         self.attempts = 0
-        self.client = openai.OpenAI(base_url="http://127.0.0.1:%d/v1" % port, api_key=KEY, timeout=200,
-                                    http_client=httpx.Client(event_hooks={"request": [self._count]}))
+        self.client = openai.OpenAI(base_url="http://127.0.0.1:%d/v1" % port, api_key=KEY, timeout=200)
         self.max_retries = self.client.max_retries
+        counter = self
 
-    def _count(self, request):  # pylint: disable=unused-argument
-        with self.lock:
-            self.attempts += 1
+        class Count(logging.Handler):
+            def emit(self, record):
+                if record.msg.startswith("Sending HTTP Request"):
+                    with counter.lock:
+                        counter.attempts += 1
+        log = logging.getLogger("openai._base_client")
+        log.setLevel(logging.DEBUG)
+        log.propagate = False
+        log.handlers[:] = [Count()]
 
     def __call__(self):
         with self.lock:
