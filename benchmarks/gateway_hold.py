@@ -21,7 +21,9 @@ from the client); --out writes the same as JSON. No timed assertions.
 
     flock /tmp/heavy.lock .venv/bin/python benchmarks/gateway_hold.py --out benchmarks/results/gateway_hold.json
 
-Runs as root (haproxy's chroot and user). About 6-8 minutes on 2 cores (each vLLM start 40-60 s).
+Cases: hold 120 and off x plain and openai, bare SIGTERM; hold 120 and off x both clients, drained (8 restarts).
+Runs as root (haproxy's chroot and user). About 4-5 minutes on 2 cores (2026-12-04: vLLM start 22 s, restart
+17-20 s; the cases of one run share one model and one vLLM port).
 """
 import argparse
 import http.client
@@ -51,6 +53,7 @@ CASES = [  # (hold seconds, restart, client)
     (120, "bare", "plain"), (120, "bare", "openai"),
     (0, "bare", "plain"), (0, "bare", "openai"),
     (120, "drain", "plain"), (120, "drain", "openai"),
+    (0, "drain", "plain"), (0, "drain", "openai"),
 ]
 
 
@@ -287,7 +290,7 @@ def run_case(vllm, gw_out, gw_port, restart, client, requests, concurrency, rest
     attempts = len(results) if client == "plain" else ask.attempts
     return {"sent": len(results), "failed": sum(1 for r in results if not r["ok"]), "kinds": kinds,
             "attempts": attempts, "p50_s": round(pct(lat, 0.5), 3), "p99_s": round(pct(lat, 0.99), 2),
-            "longest_s": round(max(lat), 1), "wall_s": round(wall, 1), **info}
+            "longest_s": round(max(lat), 2), "wall_s": round(wall, 1), **info}
 
 
 def main():
