@@ -44,6 +44,7 @@ sys.path.insert(0, os.path.join(ROOT, "tests", "integration"))
 import collection_path  # noqa: E402,F401  pylint: disable=wrong-import-position,unused-import
 from ansible_cli import ansible_env, ansible_tool  # noqa: E402  pylint: disable=wrong-import-position
 from ports import free_port  # noqa: E402  pylint: disable=wrong-import-position
+from ansible_collections.llmops.serving.plugins.module_utils import haproxy_runtime  # noqa: E402  pylint: disable=wrong-import-position
 
 KEY = "holdbench-key-not-secret"
 # As roles/vllm_service starts vLLM: --shutdown-timeout vllm_shutdown_timeout (in-flight requests may finish),
@@ -146,18 +147,8 @@ def render(workdir, hold, vllm_port):
 
 
 def admin(out, cmd):
-    import socket  # pylint: disable=import-outside-toplevel
-    s = socket.socket(socket.AF_UNIX)
-    s.connect(os.path.join(out, "admin.sock"))
-    s.sendall(cmd.encode() + b"\n")
-    data = b""
-    while True:
-        chunk = s.recv(65536)
-        if not chunk:
-            break
-        data += chunk
-    s.close()
-    return data.decode()
+    """One command on the gateway's admin socket (the collection's own runtime-API client)."""
+    return haproxy_runtime.Runtime(os.path.join(out, "admin.sock")).command(cmd)
 
 
 def server_stat(out):

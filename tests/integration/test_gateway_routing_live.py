@@ -40,6 +40,7 @@ import pytest
 from ansible_cli import ansible_env, ansible_tool  # noqa: E402  pylint: disable=wrong-import-position
 from collection_path import ROOT  # noqa: E402  pylint: disable=wrong-import-position
 from ports import free_port  # noqa: E402  pylint: disable=wrong-import-position
+from ansible_collections.llmops.serving.plugins.module_utils import haproxy_runtime  # noqa: E402  pylint: disable=wrong-import-position
 
 HAPROXY = shutil.which("haproxy") or "/usr/sbin/haproxy"
 KEY = "routing-test-key"
@@ -141,22 +142,13 @@ class Gateway(object):
         raise AssertionError("servers not UP: %s" % self.servers())
 
     def admin(self, cmd):
-        s = socket.socket(socket.AF_UNIX)
+        """One command on the admin socket (the collection's own runtime-API client), once HAProxy made it."""
+        rt = haproxy_runtime.Runtime(str(self.out / "admin.sock"))
         for dummy in range(50):
-            try:
-                s.connect(str(self.out / "admin.sock"))
+            if rt.available():
                 break
-            except OSError:
-                time.sleep(0.2)
-        s.sendall(cmd.encode() + b"\n")
-        data = b""
-        while True:
-            chunk = s.recv(65536)
-            if not chunk:
-                break
-            data += chunk
-        s.close()
-        return data.decode()
+            time.sleep(0.2)
+        return rt.command(cmd)
 
     def servers(self):
         try:

@@ -237,9 +237,8 @@ def test_progress_reads_the_counters_of_the_real_capture():
     assert wd.progress({"ok": True, "text": "# no vllm counters\nup 1\n"}) is None
 
 
-@pytest.mark.parametrize("busy", [True, False])
-def test_a_timed_out_completion_is_busy_when_the_engine_moves_and_hung_when_it_does_not(tmp_path, busy):
-    srv = SlowEngine(busy)
+def slow_engine_round(tmp_path, srv):
+    """One watchdog round against SRV (a SlowEngine) with an active unit: (state, action, message, systemctl calls)."""
     props = "LoadState=loaded\nActiveState=active\nSubState=running\nNRestarts=0\nMainPID=42\nResult=success\n"
     calls = []
 
@@ -253,6 +252,12 @@ def test_a_timed_out_completion_is_busy_when_the_engine_moves_and_hung_when_it_d
         st, action, msg = wd.run_round(args, None, runner=runner, now=100)
     finally:
         srv.close()
+    return st, action, msg, calls
+
+
+@pytest.mark.parametrize("busy", [True, False])
+def test_a_timed_out_completion_is_busy_when_the_engine_moves_and_hung_when_it_does_not(tmp_path, busy):
+    st, action, msg, calls = slow_engine_round(tmp_path, SlowEngine(busy))
     if busy:
         assert action is None and st["status"] == "busy" and st["consecutive_failures"] == 0, msg
         assert "busy, not hung" in msg
@@ -265,20 +270,7 @@ def test_a_timed_out_completion_is_busy_when_the_engine_moves_and_hung_when_it_d
 def test_a_sleeping_engine_is_asleep_not_hung(tmp_path):
     """Put to sleep (module vllm_sleep), an engine answers no completion and moves no counter: the round reads
     vllm:engine_sleep_state, sends no completion and kills nothing."""
-    srv = SlowEngine(busy=False, asleep=True)
-    props = "LoadState=loaded\nActiveState=active\nSubState=running\nNRestarts=0\nMainPID=42\nResult=success\n"
-    calls = []
-
-    def runner(argv):
-        calls.append(argv)
-        return (0, props, "") if argv[:2] == ["systemctl", "show"] else (0, "", "")
-
-    args = wd.build_parser().parse_args(["--instance", "a", "--url", srv.url, "--model", "tiny", "--failures", "1",
-                                         "--timeout", "0.5", "--state-dir", str(tmp_path)])
-    try:
-        st, action, msg = wd.run_round(args, None, runner=runner, now=100)
-    finally:
-        srv.close()
+    st, action, msg, calls = slow_engine_round(tmp_path, SlowEngine(busy=False, asleep=True))
     assert action is None and st["status"] == "asleep" and st["consecutive_failures"] == 0, msg
     assert not any(c[:2] == ["systemctl", "kill"] for c in calls)
 
