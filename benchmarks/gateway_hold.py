@@ -285,7 +285,7 @@ def run_case(vllm, gw_out, gw_port, restart, client, requests, concurrency, rest
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n", maxsplit=1)[0])
     ap.add_argument("--requests", type=int, default=200)
     ap.add_argument("--concurrency", type=int, default=4)
     ap.add_argument("--restart-after", type=int, default=20, help="restart once this many requests were sent")

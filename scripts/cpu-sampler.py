@@ -48,7 +48,7 @@ def read(path):
 def describe(rows):
     if not rows:
         return "no samples"
-    busy = [b for _, b in rows]
+    busy = [row[1] for row in rows]
     return "busy %.0f %% on average, saturated (>= 90 %%) %.0f %% of the time (%d samples)" % (
         sum(busy) / len(busy), 100.0 * sum(1 for b in busy if b >= 90) / len(busy), len(busy))
 

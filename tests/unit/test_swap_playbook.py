@@ -21,9 +21,15 @@ from test_vllm_sleep import KEY, VllmDev  # noqa: E402  pylint: disable=wrong-im
 @pytest.fixture
 def bed(tmp_path):
     big, tiny = VllmDev(sleeping=False), VllmDev(sleeping=True)
-    venv = tmp_path / "venv" / "bin"
-    venv.mkdir(parents=True)
-    os.symlink(sys.executable, str(venv / "python"))
+    # The instances' venv is this test's own (its packages: the modules need requests). A bare
+    # python symlink elsewhere has no pyvenv.cfg beside it: it runs as the base interpreter,
+    # which lacks them (Debian trixie's python3.13, the python-matrix stage, 2026-12-04).
+    if sys.prefix != sys.base_prefix:
+        os.symlink(sys.prefix, str(tmp_path / "venv"))
+    else:
+        venv = tmp_path / "venv" / "bin"
+        venv.mkdir(parents=True)
+        os.symlink(sys.executable, str(venv / "python"))
     conf = tmp_path / "etc"
     conf.mkdir()
     for name in ("big", "tiny"):
