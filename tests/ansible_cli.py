@@ -41,3 +41,16 @@ def run_module(module, args, check=False, timeout=120):
     out = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout, check=False)
     assert out.stdout.strip(), out.stderr[-2000:]
     return json.loads(out.stdout)["plays"][0]["tasks"][0]["hosts"]["localhost"]
+
+
+def run_tasks(tmp_path, tasks):
+    """One ansible-playbook run of ``tasks`` on localhost (this Python); the result of each task, in order."""
+    import yaml  # pylint: disable=import-outside-toplevel
+    play = tmp_path / "play.yml"
+    play.write_text(yaml.safe_dump([{"hosts": "localhost", "gather_facts": False, "tasks": tasks}]))
+    env = dict(ansible_env(), ANSIBLE_STDOUT_CALLBACK="ansible.posix.json", ANSIBLE_NOCOLOR="1")
+    proc = subprocess.run([ansible_tool("ansible-playbook"), "-i", "localhost,", "-c", "local",
+                           "-e", "ansible_python_interpreter=" + sys.executable, str(play)],
+                          capture_output=True, text=True, env=env, timeout=180, check=False)
+    out = json.loads(proc.stdout[proc.stdout.index("{"):])
+    return [t["hosts"]["localhost"] for t in out["plays"][0]["tasks"]]

@@ -6,7 +6,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from collection_path import ROOT  # noqa: E402,F401  pylint: disable=wrong-import-position
 # The ansible CLIs as the tests run them (tests/ansible_cli.py), named here for the tests' imports.
-from ansible_cli import ansible_env, ansible_tool, run_module  # noqa: E402,F401  pylint: disable=wrong-import-position,unused-import
+from ansible_cli import ansible_env, ansible_tool, run_module, run_tasks  # noqa: E402,F401  pylint: disable=wrong-import-position,unused-import
 
 FIXTURES = os.path.join(ROOT, "tests", "fixtures")
 

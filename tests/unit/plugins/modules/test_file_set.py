@@ -3,30 +3,18 @@ check mode changes nothing and says what would change, a run writes content
 and attributes, a second run is a no-op, a changed mode or content is fixed
 (and shown with --diff), and bad paths fail with the path named."""
 import grp
-import json
 import os
 import pwd
-import subprocess
-import sys
 
-import yaml
 
-from conftest import ansible_env, ansible_tool
+from conftest import run_tasks
 
 USER = pwd.getpwuid(os.getuid()).pw_name
 GROUP = grp.getgrgid(os.getgid()).gr_name
 
 
-def run(tmp_path, tasks):
-    """One ansible-playbook run of ``tasks`` on localhost; the result of each task, in order."""
-    play = tmp_path / "play.yml"
-    play.write_text(yaml.safe_dump([{"hosts": "localhost", "gather_facts": False, "tasks": tasks}]))
-    env = dict(ansible_env(), ANSIBLE_STDOUT_CALLBACK="ansible.posix.json", ANSIBLE_NOCOLOR="1")
-    proc = subprocess.run([ansible_tool("ansible-playbook"), "-i", "localhost,", "-c", "local",
-                           "-e", "ansible_python_interpreter=" + sys.executable, str(play)],
-                          capture_output=True, text=True, env=env, timeout=180, check=False)
-    out = json.loads(proc.stdout[proc.stdout.index("{"):])
-    return [t["hosts"]["localhost"] for t in out["plays"][0]["tasks"]]
+# One ansible-playbook run of the tasks on localhost (tests/ansible_cli.py).
+run = run_tasks
 
 
 def file_set(args, **kw):

@@ -4,23 +4,13 @@ mode lists and keeps, a run removes files, directories and globs, a package
 configuration file goes only when it carries the marker, a second run is a
 no-op, and no file content reaches the result."""
 import json
-import subprocess
-import sys
-
-import yaml
-
-from conftest import ansible_env, ansible_tool
 
 
-def run(tmp_path, tasks):
-    play = tmp_path / "play.yml"
-    play.write_text(yaml.safe_dump([{"hosts": "localhost", "gather_facts": False, "tasks": tasks}]))
-    env = dict(ansible_env(), ANSIBLE_STDOUT_CALLBACK="ansible.posix.json", ANSIBLE_NOCOLOR="1")
-    proc = subprocess.run([ansible_tool("ansible-playbook"), "-i", "localhost,", "-c", "local",
-                           "-e", "ansible_python_interpreter=" + sys.executable, str(play)],
-                          capture_output=True, text=True, env=env, timeout=180, check=False)
-    out = json.loads(proc.stdout[proc.stdout.index("{"):])
-    return [t["hosts"]["localhost"] for t in out["plays"][0]["tasks"]]
+from conftest import run_tasks
+
+
+# One ansible-playbook run of the tasks on localhost (tests/ansible_cli.py).
+run = run_tasks
 
 
 def test_check_remove_and_second_run(tmp_path):
