@@ -105,8 +105,8 @@ def test_a_share_too_small_for_the_8b_model_is_refused_before_any_change_naming_
 def preflight(shares):
     """The gpu_preflight checks on the H200 capture with both instances on GPU 0 at SHARES (tiny, swapb)."""
     tiny_cfg, big_cfg = config(num_attention_heads=2), config("llama3-8b")
-    models = {"tiny": (tiny_cfg, weights.estimate_weights(tiny_cfg)), "swapb": (big_cfg, {"bytes": swapb_weights(),
-                                                                                           "source": "safetensors"})}
+    big_w = {"bytes": swapb_weights(), "source": "safetensors"}
+    models = {"tiny": (tiny_cfg, weights.estimate_weights(tiny_cfg)), "swapb": (big_cfg, big_w)}
     instances = []
     for name, share in zip(("tiny", "swapb"), shares):
         cfg, w = models[name]
