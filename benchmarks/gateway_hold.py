@@ -12,6 +12,12 @@ is restarted once, after the 20th request:
   bare:  SIGTERM to the process (an unplanned restart: systemd, a crash), then start it again;
   drain: as the role restarts an instance: set the server to drain at the gateway (runtime API), wait
          until it has no request in flight, SIGTERM, start, /health 200, set it ready.
+  agentN: an operator's `systemctl restart` of an instance behind the gateway agent (vllm_service's
+         llmops-vllm-agent, HAProxy agent-check every 2 s as the role renders it) with a stop delay of N s
+         (vllm_gateway_stop_delay, ExecStop=): the unit deactivating (agent: down) for N s, SIGTERM, the
+         unit activating (down) until /health 200 and one completion (the warmup hook), then active (up).
+         systemd's states are played by the benchmark (no systemd here) with the agent script's answers;
+         molecule/vllm_service checks the real unit (deactivating, agent down, old server still 200).
 Settings: gateway_hold_timeout 120 (the default) and 0 (off, the control). Clients: a plain HTTP client
 (one request per connection, no retries) and the `openai` client with its default max_retries=2.
 
@@ -21,7 +27,9 @@ from the client); --out writes the same as JSON. No timed assertions.
 
     flock /tmp/heavy.lock .venv/bin/python benchmarks/gateway_hold.py --out benchmarks/results/gateway_hold.json
 
-Cases: hold 120 and off x plain and openai, bare SIGTERM; hold 120 and off x both clients, drained (8 restarts).
+Cases: hold 120 and off x plain and openai, bare SIGTERM; hold 120 and off x both clients, drained; hold 120 with
+the agent and no stop delay (plain), with a 3 s stop delay (plain, openai) (11 restarts; --cases 0,8,9,10 for the
+agent comparison alone).
 Runs as root (haproxy's chroot and user). About 4-5 minutes on 2 cores (2026-12-04: vLLM start 22 s, restart
 17-20 s; the cases of one run share one model and one vLLM port).
 """
@@ -30,6 +38,7 @@ import http.client
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -55,6 +64,7 @@ CASES = [  # (hold seconds, restart, client)
     (0, "bare", "plain"), (0, "bare", "openai"),
     (120, "drain", "plain"), (120, "drain", "openai"),
     (0, "drain", "plain"), (0, "drain", "openai"),
+    (120, "agent0", "plain"), (120, "agent3", "plain"), (120, "agent3", "openai"),
 ]
 
 
@@ -119,9 +129,36 @@ class Vllm(object):
                 self.proc.wait()
 
 
-def render(workdir, hold, vllm_port):
-    """The role's preflight + template for one vLLM host serving `tiny` on vllm_port; returns (out dir, port)."""
-    out = os.path.join(workdir, "gw-hold%d" % hold)
+class Agent(object):
+    """The gateway agent's answers for a unit state the restart sets (roles/vllm_service/files/vllm-gateway-agent.sh:
+    up when active, else down #STATE), on a loopback port HAProxy's agent-check asks."""
+
+    def __init__(self):
+        self.state = "active"
+        self.sock = socket.socket()
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(16)
+        self.port = self.sock.getsockname()[1]
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self):
+        while True:
+            conn, dummy = self.sock.accept()
+            try:
+                conn.settimeout(2)
+                conn.makefile("rb").readline()
+                conn.sendall(("up\n" if self.state == "active" else "down #%s\n" % self.state).encode())
+            except OSError:
+                pass
+            finally:
+                conn.close()
+
+
+def render(workdir, hold, vllm_port, agent_port=None):
+    """The role's preflight + template for one vLLM host serving `tiny` on vllm_port (with agent-check to
+    agent_port when given); returns (out dir, port)."""
+    out = os.path.join(workdir, "gw-hold%d%s" % (hold, "-agent" if agent_port else ""))
     os.makedirs(out)
     port = free_port()
     inventory = {"all": {"children": {
@@ -132,6 +169,9 @@ def render(workdir, hold, vllm_port):
         "vllm": {"hosts": {"n1": {"gateway_upstream_address": "127.0.0.1", "vllm_view": [
             {"name": "tiny", "served_name": "tiny", "served_model_name": "tiny", "host": "127.0.0.1",
              "port": vllm_port}]}}}}}}
+    if agent_port:
+        n1 = inventory["all"]["children"]["vllm"]["hosts"]["n1"]
+        n1["vllm_gateway_agent"] = {"port": agent_port, "address": "127.0.0.1"}
     with open(os.path.join(out, "inventory.json"), "w") as f:
         json.dump(inventory, f)
     with open(os.path.join(out, "vars.json"), "w") as f:
@@ -167,6 +207,19 @@ def wait_status(out, want, timeout=60):
         if time.monotonic() > deadline:
             raise RuntimeError("gateway server not %s: %s" % (want, server_stat(out)))
         time.sleep(0.1)
+
+
+def plain_request_direct(port):
+    """One completion straight to vLLM (what the warmup hook sends before systemd turns the unit active)."""
+    try:
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=200)
+        conn.request("POST", "/v1/completions", headers={"Content-Type": "application/json"},
+                     body=json.dumps({"model": "tiny", "prompt": "warm up", "max_tokens": 4}))
+        status = conn.getresponse().status
+        conn.close()
+        return status == 200, status, 1
+    except (OSError, http.client.HTTPException) as e:
+        return False, type(e).__name__, 1
 
 
 def plain_request(port):
@@ -233,7 +286,7 @@ def pct(values, q):
     return values[min(len(values) - 1, int(round(q * (len(values) - 1))))]
 
 
-def run_case(vllm, gw_out, gw_port, restart, client, requests, concurrency, restart_after):
+def run_case(vllm, gw_out, gw_port, restart, client, requests, concurrency, restart_after, agent=None):
     """Send the requests, restart vLLM once after restart_after of them are done; returns the case's figures."""
     ask = (lambda: plain_request(gw_port)) if client == "plain" else OpenAIClient(gw_port)
     results, lock = [], threading.Lock()
@@ -248,10 +301,18 @@ def run_case(vllm, gw_out, gw_port, restart, client, requests, concurrency, rest
             while int(server_stat(gw_out)["scur"] or 0) and time.monotonic() < deadline:
                 time.sleep(0.05)
         t0 = time.monotonic()
+        if restart.startswith("agent"):
+            agent.state = "deactivating"  # ExecStop= runs: the old server still serves, the agent says down
+            time.sleep(int(restart[len("agent"):]))
         vllm.stop()
         info["stopped_s"] = round(time.monotonic() - t0, 2)
+        if agent:
+            agent.state = "activating"
         vllm.start()
         vllm.wait_healthy()
+        if agent:
+            ok, kind, dummy = plain_request_direct(vllm.port)  # the warmup hook: one completion, then active
+            agent.state = "active"
         info["restart_s"] = round(time.monotonic() - t0, 1)
         if restart == "drain":
             admin(gw_out, "set server %s state ready" % server)
@@ -305,10 +366,13 @@ def main():
         t0 = time.monotonic()
         vllm.wait_healthy()
         print("vLLM first start: %.1f s (%s)" % (time.monotonic() - t0, workdir), flush=True)
-        for hold in sorted({c[0] for c in cases}, reverse=True):
-            gateways[hold] = render(workdir, hold, vllm.port)
+        agent = Agent()
+        for hold, restart, dummy in cases:
+            key = (hold, restart.startswith("agent"))
+            if key not in gateways:
+                gateways[key] = render(workdir, hold, vllm.port, agent.port if key[1] else None)
         for hold, restart, client in cases:
-            out, port = gateways[hold]
+            out, port = gateways[(hold, restart.startswith("agent"))]
             haproxy = subprocess.Popen(["haproxy", "-db", "-f", os.path.join(out, "haproxy.cfg")],
                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             try:
@@ -319,7 +383,7 @@ def main():
                     raise RuntimeError("warm-up request failed: %s" % kind)
                 row = dict(hold_s=hold, restart=restart, client=client,
                            **run_case(vllm, out, port, restart, client, args.requests, args.concurrency,
-                                      args.restart_after))
+                                      args.restart_after, agent if restart.startswith("agent") else None))
             finally:
                 haproxy.terminate()
                 haproxy.wait(10)

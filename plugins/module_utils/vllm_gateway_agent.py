@@ -26,6 +26,8 @@ UNIT_SOCKET = "llmops-vllm-agent.socket"
 UNIT_SERVICE = "llmops-vllm-agent@.service"
 SCRIPT = "vllm-gateway-agent.sh"
 LOOPBACK_NAMES = {"localhost": "127.0.0.1"}
+# A stop delay longer than this keeps every stop (a reboot, a rollback) waiting for nothing.
+MAX_STOP_DELAY = 60
 
 
 def _ip(text):
@@ -44,15 +46,21 @@ def plan(views, settings):
 
     ``views``: the host's ``vllm_view``; ``settings``: ``port`` (vllm_gateway_agent_port, 0: off),
     ``address`` (vllm_gateway_agent_address, '' = the address each instance binds), ``fronted``
-    (a gateway fronts this host: gateway hosts in the inventory or vllm_gateway_fronted).
+    (a gateway fronts this host: gateway hosts in the inventory or vllm_gateway_fronted),
+    ``stop_delay`` (vllm_gateway_stop_delay, seconds; 0: none).
 
-    Returns ``{"on", "port", "address", "listen": ["ADDR:PORT"], "problems": [...]}``: ``address``
-    is what the gateway is told (``agent-addr``; '' = the server's own address), ``listen`` the
-    socket's ListenStream lines. Off (port 0, or no gateway) is ``on: false`` with no problems.
+    Returns ``{"on", "port", "address", "listen": ["ADDR:PORT"], "exec_stop", "problems": [...]}``:
+    ``address`` is what the gateway is told (``agent-addr``; '' = the server's own address), ``listen``
+    the socket's ListenStream lines, ``exec_stop`` the ``ExecStop=`` command of every instance that
+    serves HTTP ('' for none: see exec_stop()). Off (port 0, or no gateway) is ``on: false`` with no
+    problems.
     """
     raw_port = settings.get("port", 0)
     address = str(settings.get("address") or "").strip()
     problems = []
+    delay, delay_problem = _stop_delay(settings.get("stop_delay", 0))
+    if delay_problem:
+        problems.append(delay_problem)
     try:
         port = int(str(raw_port))
     except ValueError:
@@ -60,10 +68,10 @@ def plan(views, settings):
     if isinstance(raw_port, bool) or not 0 <= port <= 65535:
         problems.append("vllm_gateway_agent_port must be a TCP port (1-65535), or 0 for no agent; got %r. "
                         "Nothing was changed." % (raw_port,))
-        return dict(on=False, port=0, address="", listen=[], problems=problems)
+        return _off(problems)
     serving = [v for v in (views or []) if v.get("serves_http", True)]
     if port == 0 or not settings.get("fronted") or not serving:
-        return dict(on=False, port=0, address="", listen=[], problems=[])
+        return _off(problems)
     if address:
         if _ip(address) is None:
             problems.append("vllm_gateway_agent_address %r is no IP address: give the address the gateway reaches "
@@ -87,9 +95,41 @@ def plan(views, settings):
                             "gateway agent (each host of a shared network namespace needs its own). Nothing was "
                             "changed." % (port, v.get("name")))
     if problems:
-        return dict(on=False, port=0, address="", listen=[], problems=problems)
+        return _off(problems)
     return dict(on=True, port=port, address=str(address).strip("[]"),
-                listen=[_listen(a, port) for a in sorted(addresses)], problems=[])
+                listen=[_listen(a, port) for a in sorted(addresses)], exec_stop=exec_stop(delay), problems=[])
+
+
+def _off(problems):
+    return dict(on=False, port=0, address="", listen=[], exec_stop="", problems=problems)
+
+
+def _stop_delay(raw):
+    """(seconds, problem or None) of vllm_gateway_stop_delay."""
+    try:
+        delay = int(str(raw))
+    except ValueError:
+        delay = -1
+    if isinstance(raw, bool) or not 0 <= delay <= MAX_STOP_DELAY:
+        return 0, ("vllm_gateway_stop_delay must be whole seconds from 0 (no delay) to %d, longer than the "
+                   "gateway's agent interval (gateway_health_interval, 2s by default); got %r. Nothing was "
+                   "changed." % (MAX_STOP_DELAY, raw))
+    return delay, None
+
+
+def exec_stop(delay):
+    """The ``ExecStop=`` command that keeps a running server up DELAY seconds after a stop was asked.
+
+    systemd runs ExecStop= before it sends SIGTERM; meanwhile the unit is ``deactivating``, so the
+    agent answers ``down #deactivating`` and the gateway takes the server out of rotation (and holds
+    the model's requests while it has no other server) before vLLM starts shutting down: on SIGTERM,
+    vLLM 0.32 keeps accepting for ~3 s and answers each new request with HTTP 500 (docs/reliability.md).
+    ``$EXIT_CODE`` is set only when the main process has already exited (a crash: nothing to wait
+    for); ``$$`` passes a literal ``$`` through systemd's own substitution. '' when DELAY is 0.
+    """
+    if not delay:
+        return ""
+    return "/bin/sh -c '[ -n \"$$EXIT_CODE\" ] || exec sleep %d'" % delay
 
 
 def drift_rows(host, data):

@@ -145,9 +145,11 @@ def iso(text):
 
 
 def control_inventory(tmp_path, host):
-    """An inventory source added after molecule's: HOST restarts without the drain and without the graceful stop."""
+    """An inventory source added after molecule's: HOST restarts without the drain, without the graceful stop
+    and without the stop delay (vllm_gateway_stop_delay: the agent down before SIGTERM)."""
     path = tmp_path / "control.yml"
-    path.write_text(json.dumps({"all": {"hosts": {host: {"vllm_gateway_drain": False, "vllm_shutdown_timeout": 0}}}}))
+    path.write_text(json.dumps({"all": {"hosts": {host: {"vllm_gateway_drain": False, "vllm_shutdown_timeout": 0,
+                                                         "vllm_gateway_stop_delay": 0}}}}))
     return str(path)
 
 

@@ -120,12 +120,17 @@ SERVING = ("drift-1",)
 
 
 def test_fleet_serves_from_the_supplied_copy(sources):
+    before = {}
     for node in SERVING:
+        before[node] = sh(node, "systemctl show -p MainPID --value vllm@default.service")
         sh(node, "systemctl restart --no-block vllm@default.service")
     deadline = time.time() + 600
     pending = set(SERVING)
     while pending and time.time() < deadline:
         for node in sorted(pending):
+            # The old server answers through the stop delay (vllm_gateway_stop_delay): wait for the new one.
+            if sh(node, "systemctl show -p MainPID --value vllm@default.service") in (before[node], "0"):
+                continue
             out = subprocess.run(
                 ["curl", "-sf", "-m", "20", "http://127.0.0.1:%d/v1/completions" % PORTS[node],
                  "-H", "Content-Type: application/json",

@@ -3,6 +3,7 @@ and the agent script itself (roles/vllm_service/files/vllm-gateway-agent.sh) run
 systemctl on PATH that prints what systemd's `is-active` prints (the real systemd: molecule/vllm_service)."""
 import os
 import subprocess
+import time
 
 import pytest
 
@@ -20,13 +21,15 @@ def view(name="default", host="127.0.0.1", port=8000, serves_http=True):
 def test_listens_on_each_bind_address_of_the_instances():
     got = ga.plan([view(), view("b", port=8001), view("c", host="10.0.0.5", port=8002)],
                   dict(port=8399, address="", fronted=True))
-    assert got == dict(on=True, port=8399, address="", listen=["10.0.0.5:8399", "127.0.0.1:8399"], problems=[])
+    assert got == dict(on=True, port=8399, address="", listen=["10.0.0.5:8399", "127.0.0.1:8399"], exec_stop="",
+                       problems=[])
 
 
 def test_off_without_a_gateway_with_port_0_or_without_an_http_instance():
     for settings, views in ((dict(port=8399, fronted=False), [view()]), (dict(port=0, fronted=True), [view()]),
                             (dict(port=8399, fronted=True), [view(serves_http=False)])):
-        assert ga.plan(views, settings) == dict(on=False, port=0, address="", listen=[], problems=[])
+        assert ga.plan(views, dict(settings, stop_delay=3)) == dict(on=False, port=0, address="", listen=[],
+                                                                    exec_stop="", problems=[])
 
 
 def test_an_explicit_address_is_listened_on_and_told_to_the_gateway():
@@ -41,10 +44,37 @@ def test_an_explicit_address_is_listened_on_and_told_to_the_gateway():
     ([view(port=8399)], dict(port=8399, fronted=True), "vllm_gateway_agent_port 8399 is the port of instance default"),
     ([view(host="vllm1.internal")], dict(port=8399, fronted=True), "set vllm_gateway_agent_address"),
     ([view()], dict(port=8399, address="gw.example", fronted=True), "vllm_gateway_agent_address 'gw.example' is no IP"),
+    ([view()], dict(port=8399, fronted=True, stop_delay=-1), "vllm_gateway_stop_delay must be whole seconds"),
+    ([view()], dict(port=8399, fronted=True, stop_delay="3s"), "vllm_gateway_stop_delay must be whole seconds"),
+    ([view()], dict(port=8399, fronted=True, stop_delay=61), "vllm_gateway_stop_delay must be whole seconds"),
+    ([view()], dict(port=8399, fronted=True, stop_delay=True), "vllm_gateway_stop_delay must be whole seconds"),
+    # A bad delay fails with the agent off too (bad input is named wherever it is).
+    ([view()], dict(port=0, fronted=True, stop_delay=-1), "vllm_gateway_stop_delay must be whole seconds"),
 ])
 def test_bad_settings_name_the_variable(views, settings, message):
     got = ga.plan(views, settings)
     assert not got["on"] and got["port"] == 0 and any(message in p for p in got["problems"]), got
+
+
+def test_the_stop_delay_is_an_exec_stop_of_instances_behind_a_gateway_agent():
+    on = ga.plan([view()], dict(port=8399, fronted=True, stop_delay=3))
+    assert on["exec_stop"] == "/bin/sh -c '[ -n \"$$EXIT_CODE\" ] || exec sleep 3'"
+    assert ga.plan([view()], dict(port=8399, fronted=True, stop_delay=0))["exec_stop"] == ""
+    assert ga.plan([view()], dict(port=8399, fronted=True))["exec_stop"] == ""
+
+
+@pytest.mark.parametrize("env,waits", [({}, True), ({"EXIT_CODE": "killed"}, False), ({"EXIT_CODE": "exited"}, False)])
+def test_the_exec_stop_waits_only_while_the_main_process_runs(env, waits):
+    """The command as systemd runs it ($$ -> $): sleeps when asked to stop a running server, returns at
+    once after the main process has exited (systemd sets EXIT_CODE for ExecStop= only then)."""
+    argv = ga.exec_stop(1).replace("$$", "$").split(" ", 2)
+    assert argv[:2] == ["/bin/sh", "-c"]
+    script = argv[2][1:-1]
+    run_env = {k: v for k, v in os.environ.items() if k != "EXIT_CODE"}
+    run_env.update(env)
+    t0 = time.time()
+    subprocess.run(["/bin/sh", "-c", script], env=run_env, check=True, timeout=10)
+    assert (time.time() - t0 >= 0.9) is waits
 
 
 def test_drift_rows():
