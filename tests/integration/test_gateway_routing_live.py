@@ -41,6 +41,7 @@ from ansible_cli import ansible_env, ansible_tool  # noqa: E402  pylint: disable
 from collection_path import ROOT  # noqa: E402  pylint: disable=wrong-import-position
 from ports import free_port  # noqa: E402  pylint: disable=wrong-import-position
 from ansible_collections.llmops.serving.plugins.module_utils import haproxy_runtime  # noqa: E402  pylint: disable=wrong-import-position
+from ansible_collections.llmops.serving.plugins.module_utils import gateway_usage  # noqa: E402  pylint: disable=wrong-import-position
 
 HAPROXY = shutil.which("haproxy") or "/usr/sbin/haproxy"
 KEY = "routing-test-key"
@@ -733,3 +734,25 @@ def test_bad_quotas_fail_in_the_preflight_naming_the_entry(tmp_path):
         "chat": ["k0", {"key": TEAM_A, "limits": {"tokens": 1000, "period": "fortnight"}}]}})
     assert p.returncode != 0 and "gateway_api_keys[chat][1].limits.period must be one of" in p.stdout, p.stdout[-2000:]
     assert TEAM_A not in p.stdout and not (out / "haproxy.cfg").exists()
+
+
+def test_the_usage_playbook_reports_the_gateways_counters(counted, tmp_path):
+    """playbooks/usage.yml without a monitoring host: each gateway's own counters, one table."""
+    counted.post("/v1/chat/completions", {"model": "chat", "max_tokens": 4, "messages": []}, key=TEAM_A)
+    time.sleep(0.3)
+    want = [r for r in gateway_usage.rows_from_expositions([metrics(counted)]) if r["key"] == "team-a"]
+    inventory = {"all": {"children": {"gateway": {"hosts": {"localhost": {
+        "ansible_connection": "local", "ansible_python_interpreter": sys.executable,
+        "gateway_metrics_port": counted.metrics_port, "gateway_bind_address": "127.0.0.1"}}}}}}
+    (tmp_path / "inventory.json").write_text(json.dumps(inventory))
+    p = subprocess.run([ansible_tool("ansible-playbook"), "-i", str(tmp_path / "inventory.json"),
+                        os.path.join(ROOT, "playbooks", "usage.yml")], cwd=ROOT, env=dict(ansible_env(), ANSIBLE_NOCOLOR="1"),
+                       capture_output=True, text=True, check=False, timeout=300)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-2000:]
+    assert "since each gateway last started (1 gateway(s)" in p.stdout, p.stdout
+    row = [line.strip(" -'\"").split() for line in p.stdout.splitlines() if line.strip(" -'\"").startswith("team-a ")]
+    w = want[0]
+    assert row and row[0] == ["team-a", "chat"] + [str(n) for n in (w["requests"], w["prompt"], w["completion"],
+                                                                    w["prompt"] + w["completion"])], p.stdout
+    for key in (KEY, TEAM_A, QUOTA):
+        assert key not in p.stdout
