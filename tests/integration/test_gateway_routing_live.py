@@ -756,3 +756,32 @@ def test_the_usage_playbook_reports_the_gateways_counters(counted, tmp_path):
                                                                     w["prompt"] + w["completion"])], p.stdout
     for key in (KEY, TEAM_A, QUOTA):
         assert key not in p.stdout
+
+
+def quota_entries(gw):
+    """{table key: gpt0} of the token quota table."""
+    out = {}
+    for line in gw.admin("show table st_llm_tokens").splitlines():
+        fields = dict(f.split("=", 1) for f in line.split() if "=" in f)
+        if "key" in fields and "gpt0" in fields:
+            out[fields["key"]] = int(fields["gpt0"])
+    return out
+
+
+def test_a_reload_keeps_the_quota_table(counted):
+    """One gateway with quotas is its own peer on loopback: a reload (haproxy -sf, as systemd's reload of the
+    master does for its worker) hands the quota table to the new process."""
+    body = {"model": "chat", "max_tokens": 3, "messages": []}
+    for dummy in range(2):  # the second request adds the first one's tokens to the table
+        assert counted.post("/v1/chat/completions", body, key=QUOTA)[0] in (200, 429)
+        time.sleep(0.2)
+    before = quota_entries(counted)
+    assert before and any(v > 0 for v in before.values()), before
+    cfg = (counted.out / "haproxy.cfg").read_text()
+    assert "peers llmops" in cfg and "peer localhost 127.0.0.1:" in cfg and "store gpt0 peers llmops" in cfg
+    old = counted.proc
+    counted.proc = subprocess.Popen([HAPROXY, "-db", "-f", str(counted.out / "haproxy.cfg"), "-sf", str(old.pid)],
+                                    stdout=counted.log, stderr=subprocess.STDOUT)
+    old.wait(20)
+    after = quota_entries(counted)
+    assert all(after.get(k) == v for k, v in before.items()), (before, after)
