@@ -721,6 +721,9 @@ def test_a_token_quota_runs_out_with_429_and_resets_at_the_period(counted):
 
 def test_no_key_in_the_config_tables_log_or_metrics(counted):
     counted.post("/v1/chat/completions", {"model": "chat", "max_tokens": 1, "messages": []}, key=QUOTA)
+    deadline = time.time() + 5  # HAProxy logs a request when it ends: wait for its line
+    while time.time() < deadline and b"POST /v1/chat/completions" not in (counted.out / "haproxy.log").read_bytes():
+        time.sleep(0.1)
     seen = {"haproxy.cfg": (counted.out / "haproxy.cfg").read_text(),
             "keys.map": (counted.out / "keys.map").read_text(),
             "log": (counted.out / "haproxy.log").read_bytes().decode(errors="replace"),
