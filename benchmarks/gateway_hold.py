@@ -37,28 +37,16 @@ import argparse
 import http.client
 import json
 import os
-import signal
 import socket
 import subprocess
-import sys
 import tempfile
 import threading
 import time
-import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
-sys.path.insert(0, os.path.join(ROOT, "tests"))
-sys.path.insert(0, os.path.join(ROOT, "tests", "integration"))
-import collection_path  # noqa: E402,F401  pylint: disable=wrong-import-position,unused-import
-from ansible_cli import ansible_env, ansible_tool  # noqa: E402  pylint: disable=wrong-import-position
-from ports import free_port  # noqa: E402  pylint: disable=wrong-import-position
-from ansible_collections.llmops.serving.plugins.module_utils import haproxy_runtime  # noqa: E402  pylint: disable=wrong-import-position
+import _bed  # the shared test bed (vLLM venv, tiny model, vLLM processes, rendered gateway, runtime API)
+from _bed import KEY, Vllm, admin, pct, tiny_model, vllm_python  # noqa: F401  pylint: disable=unused-import
 
-KEY = "holdbench-key-not-secret"
-# As roles/vllm_service starts vLLM: --shutdown-timeout vllm_shutdown_timeout (in-flight requests may finish),
-# and systemd's SIGTERM to the unit's processes, SIGKILL after TimeoutStopSec (that plus vllm_stop_timeout_margin).
-SHUTDOWN_TIMEOUT, STOP_TIMEOUT = 60, 90
 CASES = [  # (hold seconds, restart, client)
     (120, "bare", "plain"), (120, "bare", "openai"),
     (0, "bare", "plain"), (0, "bare", "openai"),
@@ -66,67 +54,6 @@ CASES = [  # (hold seconds, restart, client)
     (0, "drain", "plain"), (0, "drain", "openai"),
     (120, "agent0", "plain"), (120, "agent3", "plain"), (120, "agent3", "openai"),
 ]
-
-
-def vllm_python():
-    return subprocess.run([os.path.join(ROOT, "scripts", "testbed", "host-vllm-venv.sh")], capture_output=True,
-                          text=True, check=True).stdout.strip().splitlines()[-1]
-
-
-def tiny_model(py):
-    path = os.environ.get("VLLM_TEST_MODEL", "/srv/models/tiny")
-    if os.path.exists(os.path.join(path, "config.json")):
-        return path
-    dest = os.path.join(ROOT, ".cache", "holdbench-model")
-    if not os.path.exists(os.path.join(dest, "config.json")):
-        os.environ["VLLM_TEST_PYTHON"] = py
-        from test_vllm_live import generate_model  # noqa: E402  pylint: disable=import-outside-toplevel
-        generate_model(dest, 4)
-    return dest
-
-
-class Vllm(object):
-    """One vLLM instance on a fixed loopback port, started again on the same port after a stop."""
-
-    def __init__(self, py, model, workdir):
-        self.py, self.model, self.workdir = py, model, workdir
-        self.port = free_port()
-        self.proc = None
-        self.starts = 0
-
-    def start(self):
-        self.starts += 1
-        env = dict(os.environ, HF_HUB_OFFLINE="1", VLLM_CPU_KVCACHE_SPACE="1", VLLM_ENABLE_V1_MULTIPROCESSING="0",
-                   VLLM_CACHE_ROOT=os.path.join(self.workdir, "vllm-cache"))
-        log = open(os.path.join(self.workdir, "vllm-%d.log" % self.starts), "w")
-        self.proc = subprocess.Popen(
-            [self.py, "-m", "vllm.entrypoints.openai.api_server", "--model", self.model, "--served-model-name", "tiny",
-             "--host", "127.0.0.1", "--port", str(self.port), "--max-model-len", "512", "--enforce-eager",
-             "--distributed-executor-backend", "uni", "--shutdown-timeout", str(SHUTDOWN_TIMEOUT)],
-            env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-        log.close()
-
-    def healthy(self):
-        try:
-            return urllib.request.urlopen("http://127.0.0.1:%d/health" % self.port, timeout=2).status == 200
-        except OSError:
-            return False
-
-    def wait_healthy(self, timeout=300):
-        deadline = time.monotonic() + timeout
-        while not self.healthy():
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError("vLLM did not start, see %s" % self.workdir)
-            time.sleep(0.2)
-
-    def stop(self):
-        if self.proc and self.proc.poll() is None:
-            os.kill(self.proc.pid, signal.SIGTERM)  # KillMode=mixed: SIGTERM to the main process only
-            try:
-                self.proc.wait(STOP_TIMEOUT)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait()
 
 
 class Agent(object):
@@ -158,37 +85,9 @@ class Agent(object):
 def render(workdir, hold, vllm_port, agent_port=None):
     """The role's preflight + template for one vLLM host serving `tiny` on vllm_port (with agent-check to
     agent_port when given); returns (out dir, port)."""
-    out = os.path.join(workdir, "gw-hold%d%s" % (hold, "-agent" if agent_port else ""))
-    os.makedirs(out)
-    port = free_port()
-    inventory = {"all": {"children": {
-        "gateway": {"hosts": {"localhost": {
-            "ansible_connection": "local", "ansible_python_interpreter": sys.executable, "out_dir": out,
-            "gateway_port": port, "gateway_config_dir": out, "gateway_socket": os.path.join(out, "admin.sock"),
-            "gateway_peer_address": "127.0.0.1", "gateway_peers_port": free_port()}}},
-        "vllm": {"hosts": {"n1": {"gateway_upstream_address": "127.0.0.1", "vllm_view": [
-            {"name": "tiny", "served_name": "tiny", "served_model_name": "tiny", "host": "127.0.0.1",
-             "port": vllm_port}]}}}}}}
-    if agent_port:
-        n1 = inventory["all"]["children"]["vllm"]["hosts"]["n1"]
-        n1["vllm_gateway_agent"] = {"port": agent_port, "address": "127.0.0.1"}
-    with open(os.path.join(out, "inventory.json"), "w") as f:
-        json.dump(inventory, f)
-    with open(os.path.join(out, "vars.json"), "w") as f:
-        json.dump({"gateway_bind_address": "127.0.0.1", "gateway_api_key": KEY, "gateway_hold_timeout": hold}, f)
-    p = subprocess.run([ansible_tool("ansible-playbook"), "-i", os.path.join(out, "inventory.json"),
-                        "-e", "@" + os.path.join(out, "vars.json"),
-                        os.path.join(ROOT, "tests", "integration", "gateway_render.yml")],
-                       cwd=ROOT, env=dict(ansible_env(), ANSIBLE_NOCOLOR="1"), capture_output=True, text=True,
-                       check=False, timeout=300)
-    if p.returncode:
-        raise RuntimeError("render failed:\n" + p.stdout[-3000:] + p.stderr[-3000:])
-    return out, port
-
-
-def admin(out, cmd):
-    """One command on the gateway's admin socket (the collection's own runtime-API client)."""
-    return haproxy_runtime.Runtime(os.path.join(out, "admin.sock")).command(cmd)
+    agent = {"vllm_gateway_agent": {"port": agent_port, "address": "127.0.0.1"}} if agent_port else None
+    return _bed.render(workdir, "hold%d%s" % (hold, "-agent" if agent_port else ""), [vllm_port],
+                       {"gateway_hold_timeout": hold}, host_vars=agent)
 
 
 def server_stat(out):
@@ -217,9 +116,9 @@ def plain_request_direct(port):
                      body=json.dumps({"model": "tiny", "prompt": "warm up", "max_tokens": 4}))
         status = conn.getresponse().status
         conn.close()
-        return status == 200, status, 1
-    except (OSError, http.client.HTTPException) as e:
-        return False, type(e).__name__, 1
+        return status == 200
+    except (OSError, http.client.HTTPException):
+        return False
 
 
 def plain_request(port):
@@ -279,13 +178,6 @@ class OpenAIClient(object):
             return False, type(e).__name__, before
 
 
-def pct(values, q):
-    if not values:
-        return None
-    values = sorted(values)
-    return values[min(len(values) - 1, int(round(q * (len(values) - 1))))]
-
-
 def run_case(vllm, gw_out, gw_port, restart, client, requests, concurrency, restart_after, agent=None):
     """Send the requests, restart vLLM once after restart_after of them are done; returns the case's figures."""
     ask = (lambda: plain_request(gw_port)) if client == "plain" else OpenAIClient(gw_port)
@@ -311,7 +203,7 @@ def run_case(vllm, gw_out, gw_port, restart, client, requests, concurrency, rest
         vllm.start()
         vllm.wait_healthy()
         if agent:
-            ok, kind, dummy = plain_request_direct(vllm.port)  # the warmup hook: one completion, then active
+            plain_request_direct(vllm.port)  # the warmup hook: one completion, then the unit is active
             agent.state = "active"
         info["restart_s"] = round(time.monotonic() - t0, 1)
         if restart == "drain":

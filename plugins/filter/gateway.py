@@ -30,15 +30,15 @@ def gateway_model_map(backends):
     return gateway.model_map(backends)
 
 
-def gateway_key_map(api_key, api_keys, models, api_key_limits=None):
-    """keys.map lines (key digests only, with limits when any key has them). Call it only from a no_log task or
-    template."""
-    return _wrap(gateway.key_map_lines, api_key, api_keys, models, api_key_limits)
+def gateway_key_map(api_key, api_keys, models, api_key_limits=None, usage=False, api_key_name="default"):
+    """keys.map lines (key digests only, with limits and names when any key has limits or usage is counted). Call
+    it only from a no_log task or template."""
+    return _wrap(gateway.key_map_lines, api_key, api_keys, models, api_key_limits, usage, api_key_name)
 
 
-def gateway_limits_in_use(api_key, api_keys, api_key_limits=None):
-    """Whether any key has limits. Call it only from a no_log task."""
-    return _wrap(gateway.limits_in_use, api_key, api_keys, api_key_limits)
+def gateway_limits_in_use(api_key, api_keys, api_key_limits=None, field=None):
+    """Whether any key has limits (field: that one, e.g. tokens). Call it only from a no_log task."""
+    return _wrap(gateway.limits_in_use, api_key, api_keys, api_key_limits, field)
 
 
 def gateway_key_headers(names):

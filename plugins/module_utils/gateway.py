@@ -312,99 +312,156 @@ def key_digest(key):
     return hashlib.sha256(str(key).encode("utf-8")).hexdigest()
 
 
-LIMIT_FIELDS = ("requests", "concurrent")
+LIMIT_FIELDS = ("requests", "concurrent", "tokens", "period")
+NO_LIMITS = (0, 0, 0, 0)
+PERIODS = {"minute": 60, "hour": 3600, "day": 86400, "week": 604800}
+# A key's name: a Prometheus label value and the last field of its key-map value.
+_KEY_NAME = re.compile(r"^[A-Za-z0-9_.:@#-]{1,64}$")
+LIMITS_SHAPE = "{requests: N, concurrent: N, tokens: N, period: day|hour|minute|week|SECONDS}"
+
+
+def _period(value, where):
+    """A token quota's period: day, hour, minute, week or seconds (1 to 604800) -> seconds."""
+    if isinstance(value, str) and value in PERIODS:
+        return PERIODS[value]
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 604800:
+        raise GatewayConfigError("%s.period must be one of %s or a whole number of seconds from 1 to 604800, got %r"
+                                 % (where, ", ".join(PERIODS), value))
+    return value
 
 
 def _limits(value, where):
-    """A key's limits: ``{requests: N per window, concurrent: N}`` -> (requests, concurrent), 0 = none."""
+    """A key's limits -> (requests, concurrent, tokens, period seconds); 0 = none.
+
+    ``requests`` per gateway_limit_window_s, ``concurrent`` requests in flight, ``tokens``
+    (prompt + completion, from vLLM's usage) per ``period`` (default day; periods start at
+    multiples of it since the epoch: a day at 00:00 UTC)."""
     if value in (None, {}):
-        return (0, 0)
+        return NO_LIMITS
     if not isinstance(value, dict):
-        raise GatewayConfigError("%s must be a dict {requests: N, concurrent: N}, got %s" % (where, type(value).__name__))
+        raise GatewayConfigError("%s must be a dict %s, got %s" % (where, LIMITS_SHAPE, type(value).__name__))
     unknown = sorted(set(value) - set(LIMIT_FIELDS))
     if unknown:
         hint = ""
         if any(k in ("rpm", "requests_per_minute", "rate", "max_requests") for k in unknown):
             hint = " (requests counts per gateway_limit_window)"
         if any("token" in k for k in unknown):
-            hint = " (token quotas are not counted at the gateway yet)"
-        raise GatewayConfigError("%s has unknown keys %s: use requests and concurrent%s" % (where, ", ".join(unknown), hint))
+            hint = " (a token quota is tokens: N with period: day, hour, minute, week or seconds)"
+        raise GatewayConfigError("%s has unknown keys %s: use %s%s" % (where, ", ".join(unknown), LIMITS_SHAPE, hint))
     out = []
-    for field in LIMIT_FIELDS:
+    for field in LIMIT_FIELDS[:3]:
         v = value.get(field, 0)
         if isinstance(v, bool) or not isinstance(v, int) or v < 0:
             raise GatewayConfigError("%s.%s must be a whole number >= 0 (0: no limit), got %r" % (where, field, v))
         out.append(v)
+    if "period" in value and not out[2]:
+        raise GatewayConfigError("%s.period is set without tokens: give tokens: N (the quota per period), or drop "
+                                 "period" % where)
+    if out[2] >= 2 ** 31:
+        raise GatewayConfigError("%s.tokens must be below 2147483648 (HAProxy counts it in a 32-bit gpt0), got %d"
+                                 % (where, out[2]))
+    out.append(_period(value.get("period", "day"), where) if out[2] else 0)
     return tuple(out)
 
 
+def _key_name(name, where):
+    if not isinstance(name, str) or not _KEY_NAME.match(name):
+        raise GatewayConfigError("%s.name must be 1-64 characters of [A-Za-z0-9_.:@#-] (it labels the key's usage "
+                                 "metrics; never the key itself), got %r" % (where, name))
+    return name
+
+
 def _key_entries(model, keys):
-    """gateway_api_keys[model]: a key, or a list of keys and {key, limits} entries -> [(key, limits)]."""
+    """gateway_api_keys[model]: a key, or a list of keys and {key, name, limits} entries -> [(key, name, limits)].
+
+    ``name`` (default ``MODEL#INDEX``) labels the key's usage; it is no secret."""
     if isinstance(keys, (str, dict)):
         keys = [keys]
     out = []
     for i, entry in enumerate(keys or []):
         where = "gateway_api_keys[%s][%d]" % (model, i)
+        name = "%s#%d" % (safe_name(model), i)
         if isinstance(entry, dict):
-            unknown = sorted(set(entry) - {"key", "limits"})
+            unknown = sorted(set(entry) - {"key", "name", "limits"})
             if unknown:
-                raise GatewayConfigError("%s has unknown keys %s: an entry is {key: KEY, limits: {requests: N, "
-                                         "concurrent: N}}" % (where, ", ".join(unknown)))
+                raise GatewayConfigError("%s has unknown keys %s: an entry is {key: KEY, name: NAME, limits: %s}"
+                                         % (where, ", ".join(unknown), LIMITS_SHAPE))
             k, limits = entry.get("key"), _limits(entry.get("limits"), where + ".limits")
+            if "name" in entry:
+                name = _key_name(entry["name"], where)
         else:
-            k, limits = entry, (0, 0)
+            k, limits = entry, NO_LIMITS
         if not k:
             raise GatewayConfigError("gateway_api_keys[%s] holds an empty key" % model)
         if any(c.isspace() for c in str(k)):
             raise GatewayConfigError("gateway_api_keys[%s] holds a key with blanks (not usable in an Authorization or "
                                      "x-api-key header)" % model)
-        out.append((str(k), limits))
+        out.append((str(k), name, limits))
     return out
 
 
-def key_map_lines(api_key, api_keys, models, api_key_limits=None):
+def _all_entries(api_key, api_keys, api_key_limits, api_key_name):
+    """[(scope suffix, key, name, limits)] of gateway_api_key (scope ``*``) and every gateway_api_keys entry."""
+    out = []
+    if api_key:
+        out.append(("*", str(api_key), _key_name(api_key_name, "gateway_api_key_name") if api_key_name else "default",
+                    _limits(api_key_limits, "gateway_api_key_limits")))
+    elif api_key_limits:
+        raise GatewayConfigError("gateway_api_key_limits is set but gateway_api_key is empty: set the key, or give the "
+                                 "limits on entries of gateway_api_keys ({key: KEY, limits: {...}})")
+    for model, keys in (api_keys or {}).items():
+        out.extend((str(model), k, name, limits) for k, name, limits in _key_entries(model, keys))
+    return out
+
+
+def key_map_lines(api_key, api_keys, models, api_key_limits=None, usage=False, api_key_name="default"):
     """keys.map lines ``SHA256:MODEL VALUE``: one per (key, model) the key may use.
 
     Every key also gets ``SHA256: 1`` (a known key: requests without a model,
     such as ``GET /v1/models``).
     ``api_key`` (gateway_api_key) may use every model (``*``); ``api_keys``
-    (gateway_api_keys) is ``{model: key or [keys or {key, limits}]}``. Only digests are
+    (gateway_api_keys) is ``{model: key or [keys or {key, name, limits}]}``. Only digests are
     written, so the map never holds a key.
     VALUE is ``1``, or, when any key has limits (gateway_api_key_limits, an entry's
-    ``limits``), ``REQUESTS/CONCURRENT`` on every ``SHA256:MODEL`` and ``SHA256:*`` line
-    (0: no limit): the gateway counts per line, so a key's limits hold for what the line
-    grants (every model, or that model).
+    ``limits``) or ``usage`` is counted, ``REQUESTS/CONCURRENT/TOKENS/PERIOD/NAME`` on every
+    ``SHA256:MODEL`` and ``SHA256:*`` line (0: no limit): the gateway counts per line, so a
+    key's limits hold for what the line grants (every model, or that model); NAME labels
+    the usage it counts.
     """
     entries = {}
-    if api_key:
-        entries["%s:*" % key_digest(api_key)] = _limits(api_key_limits, "gateway_api_key_limits")
-    elif api_key_limits:
-        raise GatewayConfigError("gateway_api_key_limits is set but gateway_api_key is empty: set the key, or give the "
-                                 "limits on entries of gateway_api_keys ({key: KEY, limits: {...}})")
-    known = {key_digest(api_key)} if api_key else set()
-    for model, keys in (api_keys or {}).items():
-        if str(model) not in models:
+    known = set()
+    for model, k, name, limits in _all_entries(api_key, api_keys, api_key_limits, api_key_name):
+        if model != "*" and model not in models:
             raise GatewayConfigError(
                 "gateway_api_keys names model %s, which no backend serves (served: %s): use a served model name"
                 % (model, ", ".join(sorted(models)) or "none"))
-        for k, limits in _key_entries(model, keys):
-            scope = "%s:%s" % (key_digest(k), model)
-            if scope in entries and entries[scope] != limits:
-                raise GatewayConfigError("gateway_api_keys[%s] lists the same key twice with different limits" % model)
-            entries[scope] = limits
-            known.add(key_digest(k))
-    limited = limits_in_use(api_key, api_keys, api_key_limits)
-    lines = set("%s %s" % (scope, "%d/%d" % v if limited else "1") for scope, v in entries.items())
+        scope = "%s:%s" % (key_digest(k), model)
+        if scope in entries and entries[scope] != (limits, name):
+            raise GatewayConfigError("gateway_api_keys[%s] lists the same key twice with different limits or names"
+                                     % model)
+        entries[scope] = (limits, name)
+        known.add(key_digest(k))
+    rich = usage or limits_in_use(api_key, api_keys, api_key_limits)
+    lines = set("%s %s" % (scope, "%d/%d/%d/%d/%s" % (v + (name,)) if rich else "1")
+                for scope, (v, name) in entries.items())
     lines.update("%s: 1" % d for d in known)
     return sorted(lines)
 
 
-def limits_in_use(api_key, api_keys, api_key_limits=None):
-    """Whether any key has limits (the template renders the limit rules only then): the same
-    entries key_map_lines reads, not its output parsed back."""
-    if api_key and _limits(api_key_limits, "gateway_api_key_limits") != (0, 0):
-        return True
-    return any(limits != (0, 0) for model, keys in (api_keys or {}).items() for dummy, limits in _key_entries(model, keys))
+def limits_in_use(api_key, api_keys, api_key_limits=None, field=None):
+    """Whether any key has limits (``field``: that limit, e.g. ``tokens``): the template renders the limit rules
+    only then. The same entries key_map_lines reads, not its output parsed back."""
+    entries = _all_entries(api_key, api_keys, api_key_limits, "default")
+    if field is None:
+        return any(limits[:3] != (0, 0, 0) for dummy, dummy2, dummy3, limits in entries)
+    index = LIMIT_FIELDS.index(field)
+    return any(limits[index] for dummy, dummy2, dummy3, limits in entries)
+
+
+def quota_periods(api_key, api_keys, api_key_limits=None):
+    """The longest token-quota period (seconds; 0: no quota): the quota table's entries outlive it."""
+    return max([limits[3] for dummy, dummy2, dummy3, limits in _all_entries(api_key, api_keys, api_key_limits, "default")]
+               + [0])
 
 
 def peers(hosts, addresses, ansible_hosts, ports):

@@ -41,6 +41,7 @@ from ansible_cli import ansible_env, ansible_tool  # noqa: E402  pylint: disable
 from collection_path import ROOT  # noqa: E402  pylint: disable=wrong-import-position
 from ports import free_port  # noqa: E402  pylint: disable=wrong-import-position
 from ansible_collections.llmops.serving.plugins.module_utils import haproxy_runtime  # noqa: E402  pylint: disable=wrong-import-position
+from ansible_collections.llmops.serving.plugins.module_utils import gateway_usage  # noqa: E402  pylint: disable=wrong-import-position
 
 HAPROXY = shutil.which("haproxy") or "/usr/sbin/haproxy"
 KEY = "routing-test-key"
@@ -52,8 +53,33 @@ NODES = ("n1", "n2", "n3")
 HOLD_S = 6
 
 
+def vllm_answer(name, request):
+    """vLLM 0.32's chat completion for ``request`` (a dict with max_tokens): (content type, body chunks).
+    Streams end with the usage chunk --enable-force-include-usage adds; the text carries an escaped usage
+    object (a model can write one) that must not count."""
+    text = "%s says \"usage\":{\"prompt_tokens\":999,\"completion_tokens\":999}" % name
+    prompt = sum(len(m.get("content", "").split()) for m in request.get("messages", [])) + 7
+    completion = int(request["max_tokens"])
+    usage = {"prompt_tokens": prompt, "total_tokens": prompt + completion, "completion_tokens": completion,
+             "prompt_tokens_details": None}
+    base = {"id": "chatcmpl-1", "created": 1764806400, "model": request["model"]}
+    if not request.get("stream"):
+        return "application/json", [json.dumps(dict(base, object="chat.completion", choices=[
+            {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "length"}],
+            usage=usage, prompt_logprobs=None, kv_transfer_params=None), separators=(",", ":")).encode()]
+    chunks = [dict(base, object="chat.completion.chunk", choices=[{"index": 0, "delta": {"content": w}}])
+              for w in text.split(" ")]
+    chunks.append(dict(base, object="chat.completion.chunk", choices=[], usage=usage))
+    events = ["data: %s\n\n" % json.dumps(c, separators=(",", ":")) for c in chunks] + ["data: [DONE]\n\n"]
+    # split across writes, the usage object included (HAProxy sees it in two pieces)
+    raw = "".join(events).encode()
+    cut = raw.rindex(b'"total_tokens"')
+    return "text/event-stream", [raw[:cut], raw[cut:]]
+
+
 class Echo(object):
-    """An HTTP server answering every request with its name (and /health 200)."""
+    """An HTTP server answering every request with its name (and /health 200); a request with max_tokens
+    gets vLLM's own answer shape with usage (vllm_answer)."""
 
     def __init__(self, name):
         echo = self
@@ -63,8 +89,20 @@ class Echo(object):
             def _answer(self):
                 if self.command == "POST":
                     echo.posts += 1
-                if b'"slow"' in self.rfile.read(int(self.headers.get("content-length") or 0)):
+                raw = self.rfile.read(int(self.headers.get("content-length") or 0))
+                if b'"slow"' in raw:
                     time.sleep(2)
+                if b'"max_tokens"' in raw and self.command == "POST" and self.path == "/v1/chat/completions":
+                    ctype, chunks = vllm_answer(name, json.loads(raw))
+                    self.send_response(200)
+                    self.send_header("content-type", ctype)
+                    self.send_header("content-length", str(sum(len(c) for c in chunks)))
+                    self.end_headers()
+                    for c in chunks:
+                        self.wfile.write(c)
+                        self.wfile.flush()
+                        time.sleep(0.01)
+                    return
                 body = name.encode()
                 self.send_response(200)
                 self.send_header("content-length", str(len(body)))
@@ -133,7 +171,9 @@ class Gateway(object):
         cfg = str(out / "haproxy.cfg")
         check = subprocess.run([HAPROXY, "-c", "-q", "-f", cfg], capture_output=True, text=True, check=False)
         assert check.returncode == 0, check.stdout + check.stderr
-        self.proc = subprocess.Popen([HAPROXY, "-db", "-f", cfg], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.log = open(str(out / "haproxy.log"), "wb")  # its log (log stdout): no key may appear in it
+        self.started = time.time()
+        self.proc = subprocess.Popen([HAPROXY, "-db", "-f", cfg], stdout=self.log, stderr=subprocess.STDOUT)
         deadline = time.time() + 20
         while time.time() < deadline:
             if all(s["status"] == "UP" for s in self.servers() if s["server"].startswith("n")):
@@ -190,6 +230,7 @@ class Gateway(object):
     def stop(self):
         self.proc.terminate()
         self.proc.wait(10)
+        self.log.close()
 
 
 @pytest.fixture(scope="module")
@@ -566,3 +607,192 @@ def test_agent_down_on_one_of_two_servers_sends_all_traffic_to_the_other(agents)
     wait_status(agents, {"n1": "UP", "n2": "UP"})
     got = {agents.ask("/v1/chat/completions", {"model": "tiny", "messages": []}) for dummy in range(8)}
     assert got == {"n1", "n2"}, got
+
+
+# --- Token usage per key and token quotas (issue 34 items 2-3) ------------------------------------------------
+TEAM_A = "team-a-key-3456"
+QUOTA = "quota-key-7890"
+QUOTA_TOKENS, QUOTA_PERIOD = 100, 5
+
+
+@pytest.fixture(scope="module")
+def counted(tmp_path_factory):
+    metrics_port = free_port()
+    extra = {"gateway_api_key_name": "ops", "gateway_metrics_port": metrics_port,
+             "gateway_api_keys": {"chat": [{"key": TEAM_A, "name": "team-a"},
+                                           {"key": QUOTA, "name": "team-q",
+                                            "limits": {"tokens": QUOTA_TOKENS, "period": QUOTA_PERIOD}}]}}
+    p, out, port, echoes = render(tmp_path_factory.mktemp("usage"), "leastconn", extra)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-2000:]
+    gw = Gateway(out, port)
+    gw.echoes, gw.metrics_port = echoes, metrics_port
+    yield gw
+    gw.stop()
+
+
+def metrics(gw):
+    conn = http.client.HTTPConnection("127.0.0.1", gw.metrics_port, timeout=10)
+    conn.request("GET", "/metrics")
+    text = conn.getresponse().read().decode()
+    conn.close()
+    return text
+
+
+def metric(text, name, key, model="chat"):
+    line = '%s{key="%s",model="%s"} ' % (name, key, model)
+    return sum(int(row[len(line):]) for row in text.splitlines() if row.startswith(line))
+
+
+def usage_of(status, body):
+    """The usage object of a JSON answer or of a stream's last chunk that has one."""
+    assert status == 200, body
+    if body.startswith("data:"):
+        chunks = [json.loads(row[5:]) for row in body.splitlines() if row.startswith("data: {")]
+        return [c["usage"] for c in chunks if c.get("usage")][-1]
+    return json.loads(body)["usage"]
+
+
+def test_usage_counters_equal_the_sum_of_the_answers_usage(counted):
+    before = metrics(counted)
+    sums = {"prompt": 0, "completion": 0}
+    for i in range(6):
+        body = {"model": "chat", "max_tokens": 3 + i, "stream": i % 2 == 1,
+                "messages": [{"role": "user", "content": "tell me " * (i + 1)}]}
+        status, dummy, text = counted.post("/v1/chat/completions", body, key=TEAM_A)
+        u = usage_of(status, text)
+        sums["prompt"] += u["prompt_tokens"]
+        sums["completion"] += u["completion_tokens"]
+    # The filter counts at the end of each answer: the client has it a moment before.
+    deadline = time.time() + 5
+    while time.time() < deadline:
+        after = metrics(counted)
+        if metric(after, "llmops_gateway_usage_requests_total", "team-a") - metric(
+                before, "llmops_gateway_usage_requests_total", "team-a") == 6:
+            break
+        time.sleep(0.1)
+    got = {k: metric(after, "llmops_gateway_%s_tokens_total" % k, "team-a")
+           - metric(before, "llmops_gateway_%s_tokens_total" % k, "team-a") for k in sums}
+    assert got == sums and sums["prompt"] > 0, (got, sums, after)
+    assert metric(after, "llmops_gateway_usage_requests_total", "team-a") - metric(
+        before, "llmops_gateway_usage_requests_total", "team-a") == 6
+    # Requests without usage (answers without max_tokens here) are not counted; other keys count apart.
+    counted.post("/v1/chat/completions", {"model": "chat", "messages": []}, key=TEAM_A)
+    counted.post("/v1/chat/completions", {"model": "chat", "max_tokens": 2, "messages": []}, key=KEY)
+    time.sleep(0.3)
+    last = metrics(counted)
+    assert metric(last, "llmops_gateway_usage_requests_total", "team-a") == metric(
+        after, "llmops_gateway_usage_requests_total", "team-a")
+    assert metric(last, "llmops_gateway_completion_tokens_total", "ops") >= 2
+
+
+def test_a_token_quota_runs_out_with_429_and_resets_at_the_period(counted):
+    # Start right after a period boundary (periods start at multiples of the period since the epoch).
+    time.sleep(QUOTA_PERIOD - time.time() % QUOTA_PERIOD + 0.05)
+    start = time.time()
+    used, statuses = 0, []
+    posts = served(counted)
+    body = {"model": "chat", "max_tokens": 20, "messages": [{"role": "user", "content": "a b c"}]}
+    counted_before = metric(metrics(counted), "llmops_gateway_usage_requests_total", "team-q")
+    for dummy in range(8):
+        status, headers, text = counted.post("/v1/chat/completions", body, key=QUOTA)
+        statuses.append(status)
+        if status != 200:
+            break
+        used += usage_of(status, text)["total_tokens"]
+        # The answer's end reaches the counter (usage.lua's http_end) before the next request: seen in the
+        # metrics, not slept for.
+        deadline = time.time() + 2
+        while time.time() < deadline and metric(metrics(counted), "llmops_gateway_usage_requests_total",
+                                                "team-q") < counted_before + statuses.count(200):
+            time.sleep(0.01)
+    assert time.time() - start < QUOTA_PERIOD - 0.5, "the machine is too slow for this period"
+    # 30 tokens each: 4 answers (120 >= 100) pass, the next is refused; none reached a server.
+    assert statuses == [200] * 4 + [429] and used >= QUOTA_TOKENS, (statuses, used)
+    assert served(counted) == posts + 4
+    err = json.loads(text)["error"]
+    assert err["code"] == "rate_limit_exceeded" and "token quota" in err["message"], text
+    retry = int(headers["retry-after"])
+    assert 0 < retry <= QUOTA_PERIOD, headers
+    # Another key of the same model is not limited by it.
+    assert counted.post("/v1/chat/completions", body, key=TEAM_A)[0] == 200
+    # The next period: a new entry, the quota is back.
+    time.sleep(QUOTA_PERIOD - time.time() % QUOTA_PERIOD + 0.05)
+    assert counted.post("/v1/chat/completions", body, key=QUOTA)[0] == 200
+
+
+def test_no_key_in_the_config_tables_log_or_metrics(counted):
+    counted.post("/v1/chat/completions", {"model": "chat", "max_tokens": 1, "messages": []}, key=QUOTA)
+    deadline = time.time() + 5  # HAProxy logs a request when it ends: wait for its line
+    while time.time() < deadline and b"POST /v1/chat/completions" not in (counted.out / "haproxy.log").read_bytes():
+        time.sleep(0.1)
+    seen = {"haproxy.cfg": (counted.out / "haproxy.cfg").read_text(),
+            "keys.map": (counted.out / "keys.map").read_text(),
+            "log": (counted.out / "haproxy.log").read_bytes().decode(errors="replace"),
+            "metrics": metrics(counted),
+            "st_llm_tokens": counted.admin("show table st_llm_tokens")}
+    for what, text in seen.items():
+        for key in (KEY, TEAM_A, QUOTA):
+            assert key not in text, (what, key)
+    assert hashlib_hex(QUOTA) in seen["st_llm_tokens"] and "gpt0=" in seen["st_llm_tokens"]
+    assert 'key="team-q"' in seen["metrics"] and "POST /v1/chat/completions" in seen["log"]
+
+
+def test_bad_quotas_fail_in_the_preflight_naming_the_entry(tmp_path):
+    p, out, dummy, dummy2 = render(tmp_path, "leastconn", {"gateway_api_keys": {
+        "chat": ["k0", {"key": TEAM_A, "limits": {"tokens": 1000, "period": "fortnight"}}]}})
+    assert p.returncode != 0 and "gateway_api_keys[chat][1].limits.period must be one of" in p.stdout, p.stdout[-2000:]
+    assert TEAM_A not in p.stdout and not (out / "haproxy.cfg").exists()
+
+
+def test_the_usage_playbook_reports_the_gateways_counters(counted, tmp_path):
+    """playbooks/usage.yml without a monitoring host: each gateway's own counters, one table."""
+    counted.post("/v1/chat/completions", {"model": "chat", "max_tokens": 4, "messages": []}, key=TEAM_A)
+    time.sleep(0.3)
+    want = [r for r in gateway_usage.rows_from_expositions([metrics(counted)]) if r["key"] == "team-a"]
+    inventory = {"all": {"children": {"gateway": {"hosts": {"localhost": {
+        "ansible_connection": "local", "ansible_python_interpreter": sys.executable,
+        "gateway_metrics_port": counted.metrics_port, "gateway_bind_address": "127.0.0.1"}}}}}}
+    (tmp_path / "inventory.json").write_text(json.dumps(inventory))
+    p = subprocess.run([ansible_tool("ansible-playbook"), "-i", str(tmp_path / "inventory.json"),
+                        os.path.join(ROOT, "playbooks", "usage.yml")], cwd=ROOT, env=dict(ansible_env(), ANSIBLE_NOCOLOR="1"),
+                       capture_output=True, text=True, check=False, timeout=300)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-2000:]
+    assert "since each gateway last started (1 gateway(s)" in p.stdout, p.stdout
+    row = [line.strip(" -'\"").split() for line in p.stdout.splitlines() if line.strip(" -'\"").startswith("team-a ")]
+    w = want[0]
+    assert row and row[0] == ["team-a", "chat"] + [str(n) for n in (w["requests"], w["prompt"], w["completion"],
+                                                                    w["prompt"] + w["completion"])], p.stdout
+    for key in (KEY, TEAM_A, QUOTA):
+        assert key not in p.stdout
+
+
+def quota_entries(gw):
+    """{table key: gpt0} of the token quota table."""
+    out = {}
+    for line in gw.admin("show table st_llm_tokens").splitlines():
+        fields = dict(f.split("=", 1) for f in line.split() if "=" in f)
+        if "key" in fields and "gpt0" in fields:
+            out[fields["key"]] = int(fields["gpt0"])
+    return out
+
+
+def test_a_reload_keeps_the_quota_table(counted):
+    """One gateway with quotas is its own peer on loopback: a reload (haproxy -sf, as systemd's reload of the
+    master does for its worker) hands the quota table to the new process."""
+    body = {"model": "chat", "max_tokens": 3, "messages": []}
+    for dummy in range(2):  # the second request adds the first one's tokens to the table
+        assert counted.post("/v1/chat/completions", body, key=QUOTA)[0] in (200, 429)
+        time.sleep(0.2)
+    before = quota_entries(counted)
+    assert before and any(v > 0 for v in before.values()), before
+    cfg = (counted.out / "haproxy.cfg").read_text()
+    assert "peers llmops" in cfg and "peer localhost 127.0.0.1:" in cfg and "store gpt0 peers llmops" in cfg
+    # A process hands its tables on only once its own start-up sync is over (HAProxy's peers resync
+    # timeout, 5 s): a reload in the first seconds after a start would start empty (docs/gateway.md).
+    time.sleep(max(0.0, counted.started + 6 - time.time()))
+    old = counted.proc
+    counted.proc = subprocess.Popen([HAPROXY, "-db", "-f", str(counted.out / "haproxy.cfg"), "-sf", str(old.pid)],
+                                    stdout=counted.log, stderr=subprocess.STDOUT)
+    old.wait(20)
+    after = quota_entries(counted)
+    assert all(after.get(k) == v for k, v in before.items()), (before, after)

@@ -51,7 +51,7 @@ def generate_model(dest, heads, **shape):
 
 
 class Server(object):
-    def __init__(self, model, served, workdir, api_key=None):
+    def __init__(self, model, served, workdir, api_key=None, extra=()):
         self.port = free_port()
         self.url = "http://127.0.0.1:%d" % self.port
         self.log = os.path.join(str(workdir), "vllm-%d.log" % self.port)
@@ -62,7 +62,7 @@ class Server(object):
         self.proc = subprocess.Popen(
             [VLLM_PY, "-m", "vllm.entrypoints.openai.api_server", "--model", model, "--served-model-name", served,
              "--host", "127.0.0.1", "--port", str(self.port), "--max-model-len", "512", "--enforce-eager",
-             "--distributed-executor-backend", "uni"],
+             "--distributed-executor-backend", "uni"] + list(extra),
             stdout=open(self.log, "w"), stderr=subprocess.STDOUT, env=env, start_new_session=True)
         self.started = time.monotonic()
 
@@ -116,7 +116,9 @@ def tiny_model(workdir):
 
 @pytest.fixture(scope="module")
 def ok_server(tiny_model, workdir):
-    srv = Server(tiny_model, "tiny", workdir, api_key=API_KEY)
+    # --enable-force-include-usage: as vllm_service renders it for gateway-fronted instances
+    # (vllm_gateway_force_include_usage), for test_gateway_counts_real_vllm_usage_and_enforces_a_quota.
+    srv = Server(tiny_model, "tiny", workdir, api_key=API_KEY, extra=["--enable-force-include-usage"])
     # Right after start the port refuses: with the unit activating that is `starting`.
     srv.first_probe = vc.VllmClient(srv.url, api_key=API_KEY, timeout=2).health()
     # The readiness gate the role uses: polls while the port refuses, returns when ready.
@@ -246,6 +248,110 @@ def test_report_module_reads_every_instance_in_one_run(ok_server, tiny_model, wo
     r = run_module("vllm_report", {"instances": view[:1], "warmup": False})
     assert r["instances"][0]["health"]["state"] == "degraded" and "401" in r["instances"][0]["health"]["reason"]
     assert r["instances"][0]["warmup"]["skipped"] is True
+
+
+def _gateway_post(port, path, body):
+    import http.client
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    conn.request("POST", path, body=json.dumps(body),
+                 headers={"Content-Type": "application/json", "Authorization": "Bearer " + API_KEY})
+    resp = conn.getresponse()
+    data = resp.read().decode()
+    conn.close()
+    return resp.status, dict((k.lower(), v) for k, v in resp.getheaders()), data
+
+
+def _counted(metrics_port):
+    """Answers the gateway counted for the test's key (llmops_gateway_usage_requests_total)."""
+    import urllib.request
+    text = urllib.request.urlopen("http://127.0.0.1:%d/metrics" % metrics_port, timeout=10).read().decode()
+    return sum(int(row.rsplit(" ", 1)[1]) for row in text.splitlines()
+               if row.startswith('llmops_gateway_usage_requests_total{key="live-team"'))
+
+
+@pytest.mark.skipif(not shutil.which("haproxy") or os.geteuid() != 0, reason="needs Debian's haproxy, as root")
+def test_gateway_counts_real_vllm_usage_and_enforces_a_quota(ok_server, workdir):
+    """issue 34 items 2-3 against a REAL vLLM (the --enable-force-include-usage server above) behind the gateway
+    role's own HAProxy config (tests/integration/gateway_render.yml): the usage metrics equal the sum of the
+    answers' usage, streamed (the client never asks for include_usage) and not; the key's token quota runs out
+    (429, Retry-After) and is back in the next period; the key is nowhere in the config, table, log or metrics."""
+    import http.client
+    sys.path.insert(0, os.path.join(ROOT, "tests"))
+    from ansible_cli import ansible_env, ansible_tool  # noqa: E402  pylint: disable=import-outside-toplevel
+    from ansible_collections.llmops.serving.plugins.module_utils import haproxy_runtime  # noqa: E402
+    quota, period = 150, 20
+    out = workdir / "gateway"
+    out.mkdir()
+    port, metrics_port = free_port(), free_port()
+    inventory = {"all": {"children": {
+        "gateway": {"hosts": {"gw": {"ansible_connection": "local", "ansible_python_interpreter": sys.executable,
+                                     "out_dir": str(out), "gateway_config_dir": str(out),
+                                     "gateway_socket": str(out / "admin.sock")}}},
+        "vllm": {"hosts": {"n1": {"gateway_upstream_address": "127.0.0.1", "vllm_view": [
+            {"name": "tiny", "served_name": "tiny", "served_model_name": "tiny", "host": "127.0.0.1",
+             "port": ok_server.port}]}}}}}}
+    variables = {"gateway_bind_address": "127.0.0.1", "gateway_port": port, "gateway_metrics_port": metrics_port,
+                 "gateway_api_key": API_KEY, "gateway_api_key_name": "live-team",
+                 "gateway_api_key_limits": {"tokens": quota, "period": period}, "gateway_health_interval": "500ms"}
+    (out / "inventory.json").write_text(json.dumps(inventory))
+    (out / "vars.json").write_text(json.dumps(variables))
+    p = subprocess.run([ansible_tool("ansible-playbook"), "-i", str(out / "inventory.json"), "-e",
+                        "@" + str(out / "vars.json"), os.path.join(ROOT, "tests", "integration", "gateway_render.yml")],
+                       cwd=ROOT, env=dict(ansible_env(), ANSIBLE_NOCOLOR="1"), capture_output=True, text=True,
+                       timeout=300, check=False)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-2000:]
+    log = open(str(out / "haproxy.log"), "wb")
+    proc = subprocess.Popen([shutil.which("haproxy"), "-db", "-f", str(out / "haproxy.cfg")], stdout=log,
+                            stderr=subprocess.STDOUT)
+    try:
+        rt = haproxy_runtime.Runtime(str(out / "admin.sock"))
+        deadline = time.time() + 30
+        while time.time() < deadline and not (rt.available() and ",UP," in rt.command("show stat")):
+            time.sleep(0.3)
+        # Start right after a period boundary: the quota runs out inside one period.
+        time.sleep(period - time.time() % period + 0.05)
+        start, used, sums, statuses = time.time(), 0, [0, 0], []
+        for i in range(12):
+            body = {"model": "tiny", "prompt": "hello there " * (i + 1), "max_tokens": 16, "temperature": 0,
+                    "stream": i % 2 == 1}
+            status, headers, text = _gateway_post(port, "/v1/completions", body)
+            statuses.append(status)
+            if status != 200:
+                break
+            if body["stream"]:
+                chunks = [json.loads(row[6:]) for row in text.splitlines() if row.startswith("data: {")]
+                usage = [c["usage"] for c in chunks if c.get("usage")][-1]
+            else:
+                usage = json.loads(text)["usage"]
+            sums[0] += usage["prompt_tokens"]
+            sums[1] += usage["completion_tokens"]
+            used += usage["prompt_tokens"] + usage["completion_tokens"]
+            # the answer's end reaches the gateway's counter before the next request (seen, not slept for)
+            deadline = time.time() + 2
+            while time.time() < deadline and _counted(metrics_port) < statuses.count(200):
+                time.sleep(0.01)
+        assert time.time() - start < period - 1, "the quota sequence outran its period on this machine"
+        assert statuses[-1] == 429 and statuses.count(200) >= 2 and used >= quota, (statuses, used)
+        assert used - usage["prompt_tokens"] - usage["completion_tokens"] < quota  # the last 200 was under it
+        assert 0 < int(headers["retry-after"]) <= period and "token quota" in json.loads(text)["error"]["message"]
+        conn = http.client.HTTPConnection("127.0.0.1", metrics_port, timeout=10)
+        conn.request("GET", "/metrics")
+        metrics = conn.getresponse().read().decode()
+        conn.close()
+        got = [int(row.rsplit(" ", 1)[1]) for name in ("prompt", "completion") for row in metrics.splitlines()
+               if row.startswith('llmops_gateway_%s_tokens_total{key="live-team",model="tiny"}' % name)]
+        assert got == sums, (got, sums, metrics)
+        table = rt.command("show table st_llm_tokens")
+        log.flush()
+        for text_ in (metrics, table, (out / "haproxy.cfg").read_text(), (out / "haproxy.log").read_text()):
+            assert API_KEY not in text_
+        # The next period: the quota is back.
+        time.sleep(period - time.time() % period + 0.05)
+        assert _gateway_post(port, "/v1/completions", {"model": "tiny", "prompt": "hi", "max_tokens": 2})[0] == 200
+    finally:
+        proc.terminate()
+        proc.wait(10)
+        log.close()
 
 
 def test_degraded_head_dim_16(ok_server, workdir):

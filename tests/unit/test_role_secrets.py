@@ -42,7 +42,8 @@ NOT_SECRET = {
     "gateway_tls_key": "a path on the controller; the task that reads the file is checked (SECRET_FILES)",
     "gpustack_api_key_name": "the key's name in GPUStack, not the key",
     "gpustack_manage_api_key": "a switch",
-    "gateway_api_key_limits": "numbers (requests, concurrent) for gateway_api_key, not a key",
+    "gateway_api_key_limits": "numbers (requests, concurrent, tokens, period) for gateway_api_key, not a key",
+    "gateway_api_key_name": "the name gateway_api_key's usage is labelled with in the metrics, not the key",
 }
 # Options naming a secret file on the controller (its content is the secret).
 SECRET_FILES = ("gateway_tls_key",)

@@ -15,7 +15,8 @@ def gateway_rows(host, data):
 
     ``data`` keys: ``config_path``/``config`` (haproxy.cfg template result),
     ``dropin_path``/``dropin``, ``models_path``/``models`` (model map copy
-    result), ``hold_path``/``hold`` (hold.lua copy result; absent with the hold off), ``keys_path``/``keys_changed`` (key map: only whether it changed,
+    result), ``hold_path``/``hold`` (hold.lua copy result; absent with the hold off), ``usage_path``/``usage``
+    (usage.lua copy result), ``keys_path``/``keys_changed`` (key map: only whether it changed,
     the result is secret), ``file_stats`` ({path: exists}), ``installed``
     (haproxy binary present), ``service`` (``systemctl show`` stdout).
     """
@@ -27,7 +28,8 @@ def gateway_rows(host, data):
     for component, path_key, res_key in (("gateway_config", "config_path", "config"),
                                          ("gateway_dropin", "dropin_path", "dropin"),
                                          ("gateway_models_map", "models_path", "models"),
-                                         ("gateway_hold_lua", "hold_path", "hold")):
+                                         ("gateway_hold_lua", "hold_path", "hold"),
+                                         ("gateway_usage_lua", "usage_path", "usage")):
         path = data.get(path_key)
         if path is None:
             continue

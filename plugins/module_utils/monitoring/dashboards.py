@@ -82,6 +82,12 @@ def fleet(settings):
         {"title": "Unit restarts (1h)",
          "exprs": [('sum by (host, name) (increase(node_systemd_service_restart_total{name=~"vllm@.+[.]service"}[1h]))',
                     "{{host}}/{{name}}")]},
+        # The gateway's usage.lua counters (gateway_metrics_port): per key name, never the key.
+        {"title": "Tokens per key at the gateway (tokens/s)", "w": 24,
+         "exprs": [('sum by (key, model) (rate(llmops_gateway_prompt_tokens_total{job="gateway"}[%s]))' % RATE,
+                    "prompt {{key}} {{model}}"),
+                   ('sum by (key, model) (rate(llmops_gateway_completion_tokens_total{job="gateway"}[%s]))' % RATE,
+                    "completion {{key}} {{model}}")]},
     ]
     return _dashboard("llmops-fleet", "llmops / vLLM fleet", _layout(specs), [], ["vllm"])
 

@@ -34,3 +34,12 @@ def test_a_hand_edited_or_missing_hold_action_is_named():
     missing = dg.gateway_rows("gw", dict(base, hold={"changed": True}, file_stats={"/etc/haproxy/llmops/hold.lua": False}))
     assert [(r["component"], r["found"]) for r in missing] == [("gateway_hold_lua", "missing")]
     assert dg.gateway_rows("gw", dict(base, hold={"changed": False}, file_stats={})) == []
+
+
+def test_a_hand_edited_or_missing_usage_counter_is_named():
+    base = {"installed": True, "config_path": "/etc/haproxy/haproxy.cfg", "config": {"changed": False},
+            "keys_changed": False, "usage_path": "/etc/haproxy/llmops/usage.lua", "service": None}
+    missing = dg.gateway_rows("gw", dict(base, usage={"changed": True},
+                                         file_stats={"/etc/haproxy/llmops/usage.lua": False}))
+    assert [(r["component"], r["found"]) for r in missing] == [("gateway_usage_lua", "missing")]
+    assert dg.gateway_rows("gw", dict(base, usage={"changed": False}, file_stats={})) == []

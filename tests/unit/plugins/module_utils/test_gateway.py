@@ -187,16 +187,40 @@ def test_key_lines_carry_limits_only_when_a_key_has_some():
     lines = gw.key_map_lines("all-key", {"tiny": ["k1", {"key": "k2", "limits": {"concurrent": 2}}]}, models,
                              {"requests": 100})
     d = gw.key_digest
-    assert "%s:* 100/0" % d("all-key") in lines and "%s:tiny 0/2" % d("k2") in lines
-    assert "%s:tiny 0/0" % d("k1") in lines and "%s: 1" % d("k2") in lines
+    assert "%s:* 100/0/0/0/default" % d("all-key") in lines and "%s:tiny 0/2/0/0/tiny#1" % d("k2") in lines
+    assert "%s:tiny 0/0/0/0/tiny#0" % d("k1") in lines and "%s: 1" % d("k2") in lines
     assert gw.limits_in_use("", {"tiny": ["k1", {"key": "k2", "limits": {"concurrent": 2}}]})
     assert not any("k2" in line or "all-key" in line for line in lines)
 
 
+def test_token_quotas_and_names_go_in_the_key_lines():
+    models = {"tiny": "m_tiny"}
+    keys = {"tiny": [{"key": "k1", "name": "team-a", "limits": {"tokens": 5000, "period": "hour"}},
+                     {"key": "k2", "limits": {"tokens": 10}}, "k3"]}
+    lines = gw.key_map_lines("", keys, models)
+    d = gw.key_digest
+    assert "%s:tiny 0/0/5000/3600/team-a" % d("k1") in lines and "%s:tiny 0/0/10/86400/tiny#1" % d("k2") in lines
+    assert "%s:tiny 0/0/0/0/tiny#2" % d("k3") in lines
+    assert gw.limits_in_use("", keys, None, "tokens") and not gw.limits_in_use("", {"tiny": ["k"]}, None, "tokens")
+    assert not gw.limits_in_use("", keys, None, "requests")
+    # Usage counted without limits: names, no limits; without either: the plain map of before.
+    named = gw.key_map_lines("all", {"tiny": ["k3"]}, models, None, True, "ops")
+    assert "%s:* 0/0/0/0/ops" % d("all") in named and "%s:tiny 0/0/0/0/tiny#0" % d("k3") in named
+    assert all(line.endswith(" 1") for line in gw.key_map_lines("all", {"tiny": ["k3"]}, models))
+
+
 @pytest.mark.parametrize("api_keys,limits,message", [
-    ({"tiny": [{"key": "k", "limits": {"tokens_per_day": 10}}]}, None, "token quotas are not counted"),
+    ({"tiny": [{"key": "k", "limits": {"tokens_per_day": 10}}]}, None,
+     r"gateway_api_keys\[tiny\]\[0\].limits has unknown keys tokens_per_day.*a token quota is tokens: N with period"),
     ({"tiny": [{"key": "k", "limits": {"requests": -1}}]}, None, r"gateway_api_keys\[tiny\]\[0\].limits.requests"),
-    ({"tiny": [{"key": "k", "name": "team"}]}, None, r"gateway_api_keys\[tiny\]\[0\] has unknown keys name"),
+    ({"tiny": [{"key": "k", "nick": "team"}]}, None, r"gateway_api_keys\[tiny\]\[0\] has unknown keys nick"),
+    ({"tiny": [{"key": "k", "name": "team a"}]}, None, r"gateway_api_keys\[tiny\]\[0\].name must be 1-64"),
+    ({"tiny": [{"key": "k", "limits": {"tokens": 10, "period": "fortnight"}}]}, None,
+     r"gateway_api_keys\[tiny\]\[0\].limits.period must be one of minute, hour, day, week"),
+    ({"tiny": [{"key": "k", "limits": {"tokens": 10, "period": 0}}]}, None, r"limits.period .* 1 to 604800"),
+    ({"tiny": [{"key": "k", "limits": {"period": "day"}}]}, None, r"limits.period is set without tokens"),
+    ({"tiny": [{"key": "k", "limits": {"tokens": 2 ** 31}}]}, None, r"limits.tokens must be below 2147483648"),
+    ({"tiny": [{"key": "k", "limits": {"tokens": "lots"}}]}, None, r"\[0\].limits.tokens must be a whole number"),
     ({"tiny": [{"key": "k", "limits": {"requests": 1}}, {"key": "k", "limits": {"requests": 2}}]}, None,
      "the same key twice with different limits"),
 ])

