@@ -28,6 +28,13 @@ def flash_attn_archs(capabilities):
     return fa.derive_archs(capabilities)
 
 
+def flash_attn_decision(settings):
+    """{enabled, compute_capabilities, llmops_gpu, nvidia_smi, archs_override} -> the host's decision."""
+    s = settings or {}
+    return fa.host_decision(s.get("enabled"), s.get("compute_capabilities"), s.get("llmops_gpu"),
+                            s.get("nvidia_smi"), s.get("archs_override"))
+
+
 def flash_attn_validate_archs(value, cuda_version=None, var="flash_attn_cuda_archs"):
     return fa.validate_archs(value, cuda_version, var)
 
@@ -100,4 +107,4 @@ class FilterModule(object):
             flash_attn_archs, flash_attn_validate_archs, flash_attn_archs_env, flash_attn_max_jobs,
             flash_attn_nvcc_threads, flash_attn_build_key, flash_attn_build_plan, flash_attn_progress,
             flash_attn_progress_message, flash_attn_sha256, flash_attn_needs_install, flash_attn_index_check,
-            flash_attn_index_page))
+            flash_attn_index_page, flash_attn_decision))
