@@ -279,11 +279,9 @@ def test_peers_filter_reads_each_host_from_hostvars(tmp_path):
     """gateway_peers(hosts, hostvars, default_port) in a real play: gateway_peer_address, else ansible_host,
     else the name; a host's own gateway_peers_port, else the default."""
     from conftest import run_tasks
-    inv = {"gw1": {"ansible_host": "10.0.0.1"}, "gw2": {"ansible_host": "10.0.0.2", "gateway_peer_address": "10.0.0.9",
-                                                          "gateway_peers_port": 10001}}
-    tasks = [{"ansible.builtin.add_host": {"name": h, "groups": "gw", **v}, "loop": None} for h, v in inv.items()]
-    for t in tasks:
-        del t["loop"]
+    inv = {"gw1": {"ansible_host": "10.0.0.1"},
+           "gw2": {"ansible_host": "10.0.0.2", "gateway_peer_address": "10.0.0.9", "gateway_peers_port": 10001}}
+    tasks = [{"ansible.builtin.add_host": dict(v, name=h, groups="gw")} for h, v in inv.items()]
     tasks.append({"ansible.builtin.debug": {
         "msg": "{{ groups['gw'] | llmops.serving.gateway_peers(hostvars, 10000) }}"}})
     got = run_tasks(tmp_path, tasks)[-1]["msg"]
