@@ -20,6 +20,7 @@ import argparse
 import json
 import os
 import sys
+import warnings
 
 import jinja2
 import yaml
@@ -42,7 +43,9 @@ _ENV = jinja2.Environment(extensions=["jinja2.ext.do", "jinja2.ext.loopcontrols"
 
 def _parse(text):
     try:
-        return _ENV.parse(text)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)  # '\.' in a YAML regex string
+            return _ENV.parse(text)
     except jinja2.TemplateSyntaxError:
         return None
 
