@@ -1,20 +1,19 @@
 # -*- coding: utf-8 -*-
 # Copyright: llmops.serving contributors
 # Apache License 2.0 (see LICENSE)
-"""Filters for the gpu_preflight role: the preflight report, the instances it checks, a weights estimate."""
+"""Filters for the gpu_preflight role: the preflight report and the instances it checks."""
 
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-# Documentation: gpu_preflight_report.yml and gpu_model_weights.yml beside this file.
+# Documentation: gpu_preflight_report.yml and gpu_preflight_instances.yml beside this file.
 
 from ansible.errors import AnsibleFilterError
 from ansible.module_utils.parsing.convert_bool import boolean
 
 from ansible_collections.llmops.serving.plugins.module_utils.gpu import checks
 from ansible_collections.llmops.serving.plugins.module_utils.gpu import memory
-from ansible_collections.llmops.serving.plugins.module_utils.gpu import weights
 
 
 def _settings(facts, settings):
@@ -59,18 +58,9 @@ def gpu_preflight_instances(instances, common_args=None, default_gpu_memory_util
         raise AnsibleFilterError(str(e))
 
 
-def gpu_model_weights(config, params_b=None, dtype_bytes=None):
-    try:
-        return weights.estimate_weights(config or None, params_b or None, dtype_bytes or None)
-    except (KeyError, ValueError, TypeError) as e:
-        raise AnsibleFilterError("cannot estimate weights from the model config (missing/invalid %s); "
-                                 "set gpu_preflight_model_params_b instead" % e)
-
-
 class FilterModule(object):
     def filters(self):
         return {
             "gpu_preflight_report": gpu_preflight_report,
             "gpu_preflight_instances": gpu_preflight_instances,
-            "gpu_model_weights": gpu_model_weights,
         }

@@ -56,13 +56,6 @@ def vllm_spanning_instances(view):
     return vllm_multinode.spanning(view)
 
 
-def vllm_serving_instances(view):
-    """vllm_view -> its entries that serve the HTTP API (all but headless parts)."""
-    if view is not None and not isinstance(view, list):
-        raise AnsibleFilterError("vllm_serving_instances expects a vllm_view (a list), got %s" % type(view).__name__)
-    return vllm_multinode.serving(view)
-
-
 def vllm_spanning_restarts(view, changed_by_node):
     """vllm_view + {node: [changed instance names]} -> the spanning instances to restart on this node."""
     if not isinstance(changed_by_node, dict):
@@ -107,6 +100,5 @@ class FilterModule(object):
                 "vllm_port_checks": vllm_port_checks, "vllm_port_listen_args": vllm_port_listen_args,
                 "vllm_port_problems": vllm_port_problems, "vllm_batch_problems": vllm_batch_problems,
                 "vllm_spanning_instances": vllm_spanning_instances,
-                "vllm_serving_instances": vllm_serving_instances,
                 "vllm_spanning_restarts": vllm_spanning_restarts,
                 "ray_nodes_health": ray_nodes_health, "ray_recovering": ray_recovering}
