@@ -229,14 +229,15 @@ def collect(root, threshold=THRESHOLD):
     pb_files = _yaml_files(os.path.join(root, "playbooks"))
     pb_tasks = 0
     for p in pb_files:
-        data = _load(p)
-        for play in data or []:
-            if isinstance(play, dict):
-                for k in ("pre_tasks", "tasks", "post_tasks", "handlers"):
-                    pb_tasks += _count_tasks(play.get(k))
-        if os.sep + "tasks" + os.sep in p:
-            pb_tasks += _count_tasks(data) if isinstance(data, list) and not any(
-                isinstance(x, dict) and "hosts" in x for x in data) else 0
+        data = _load(p) or []
+        if any(isinstance(x, dict) and ("hosts" in x or "import_playbook" in x or "ansible.builtin.import_playbook" in x)
+               for x in data):
+            for play in data:
+                if isinstance(play, dict):
+                    for k in ("pre_tasks", "tasks", "post_tasks", "handlers"):
+                        pb_tasks += _count_tasks(play.get(k))
+        else:  # a task list (playbooks/tasks/*.yml)
+            pb_tasks += _count_tasks(data)
         figs.yaml_file(p, None)
     heavy = sorted(figs.heavy, key=lambda h: (h["file"], h["line"]))
     return {
