@@ -73,10 +73,6 @@ def vllm_venv_drift_rows(data, host):
                  hint="roles/vllm_service/tasks/drift.yml", expects="a dict with 'venv' and 'cmdlines'")
 
 
-def drift_unreachable_rows(all_hosts, ok_hosts):
-    return drift.unreachable_rows(all_hosts, ok_hosts)
-
-
 def drift_collect(targets, hostvars):
     if not isinstance(targets, dict):
         raise AnsibleFilterError("drift_collect expects {component: [hosts]} (see %s), got %s"
@@ -96,7 +92,6 @@ class FilterModule(object):
             "vllm_drift_rows": vllm_drift_rows,
             "vllm_venv_drift_rows": vllm_venv_drift_rows,
             "gateway_drift_rows": gateway_drift_rows,
-            "drift_unreachable_rows": drift_unreachable_rows,
             "flash_attn_drift_rows": flash_attn_drift_rows,
             "drift_table": drift_table,
             "drift_collect": drift_collect,

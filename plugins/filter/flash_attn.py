@@ -23,9 +23,11 @@ def _wrap(fn):
     return inner
 
 
-def flash_attn_archs(capabilities):
-    """List of compute capabilities -> dict(archs, skipped, reasons)."""
-    return fa.derive_archs(capabilities)
+def flash_attn_decision(settings):
+    """{enabled, compute_capabilities, llmops_gpu, nvidia_smi, archs_override} -> the host's decision."""
+    s = settings or {}
+    return fa.host_decision(s.get("enabled"), s.get("compute_capabilities"), s.get("llmops_gpu"),
+                            s.get("nvidia_smi"), s.get("archs_override"))
 
 
 def flash_attn_validate_archs(value, cuda_version=None, var="flash_attn_cuda_archs"):
@@ -42,14 +44,6 @@ def flash_attn_max_jobs(cores, mem_available_gb, per_job_gb=fa.DEFAULT_PER_JOB_G
 
 def flash_attn_nvcc_threads(archs, jobs=None, cores=None):
     return fa.nvcc_threads(archs, jobs, cores)
-
-
-def flash_attn_build_key(facts, flash_attn_version, archs):
-    """Probe facts (flash_attn_info) -> dict(id, string, fields)."""
-    if not isinstance(facts, dict) or not facts.get("torch_version"):
-        raise fa.FlashAttnError("flash_attn_build_key needs probe facts with torch_version (is torch in the venv?)")
-    return fa.build_key(flash_attn_version, facts["torch_version"], facts.get("torch_cuda"),
-                        facts["python_tag"], archs, facts.get("cxx11_abi"))
 
 
 def flash_attn_build_plan(play_hosts, hostvars, key_var="_flash_attn_key_id", cached_var="_flash_attn_cache_hit"):
@@ -97,7 +91,7 @@ def flash_attn_needs_install(info, wanted_version, wanted_key):
 class FilterModule(object):
     def filters(self):
         return dict((f.__name__, _wrap(f)) for f in (
-            flash_attn_archs, flash_attn_validate_archs, flash_attn_archs_env, flash_attn_max_jobs,
-            flash_attn_nvcc_threads, flash_attn_build_key, flash_attn_build_plan, flash_attn_progress,
+            flash_attn_validate_archs, flash_attn_archs_env, flash_attn_max_jobs,
+            flash_attn_nvcc_threads, flash_attn_build_plan, flash_attn_progress,
             flash_attn_progress_message, flash_attn_sha256, flash_attn_needs_install, flash_attn_index_check,
-            flash_attn_index_page))
+            flash_attn_index_page, flash_attn_decision))

@@ -51,9 +51,15 @@ def gateway_routing(backends, setting, prefix_bytes=256, balance_factor=125, max
     return _wrap(gateway.routing, backends, setting, prefix_bytes, balance_factor, max_body_bytes)
 
 
-def gateway_peers(hosts, addresses, ansible_hosts, ports):
-    """[{name, address, port}] of the gateway hosts sharing the per-key counters (checked)."""
-    return _wrap(gateway.peers, hosts, addresses, ansible_hosts, ports)
+def gateway_peers(hosts, hostvars, default_port):
+    """[{name, address, port}] of the gateway hosts sharing the per-key counters (checked): each host's
+    gateway_peer_address, ansible_host and gateway_peers_port (else ``default_port``) from ``hostvars``."""
+    hosts = list(hosts or [])
+    hv = dict((h, hostvars[h] if h in hostvars else {}) for h in hosts)
+    return _wrap(gateway.peers, hosts,
+                 dict((h, hv[h].get("gateway_peer_address", "")) for h in hosts),
+                 dict((h, hv[h].get("ansible_host", "")) for h in hosts),
+                 dict((h, hv[h].get("gateway_peers_port", default_port)) for h in hosts))
 
 
 def gateway_server_name(instance, host):

@@ -48,6 +48,11 @@ def loadtest_api_plan(settings):
                  settings.get("ignore_eos", True))
 
 
+def loadtest_command(settings):
+    """The load generator's argv from the verify role's settings (module_utils/loadtest/command.py)."""
+    return _wrap(loadtest.load_command, dict(settings or {}))
+
+
 def loadtest_run_problems(runs, run_timeout=None):
     """One line per load-generator run that timed out or exited non-zero."""
     problems = []
@@ -77,4 +82,5 @@ class FilterModule(object):
             "loadtest_plot_data": loadtest_plot_data,
             "loadtest_run_problems": loadtest_run_problems,
             "loadtest_api_plan": loadtest_api_plan,
+            "loadtest_command": loadtest_command,
         }

@@ -17,7 +17,9 @@ _FLOAT = re.compile(r"^[+-]?(\d+\.\d*|\.\d+|\d+)([eE][+-]?\d+)?$")
 
 
 def to_number(value):
-    """int/float unchanged; '500' -> 500, '0.5' / '1e3' -> float; else the input."""
+    """int/float unchanged; '500' -> 500, '0.5' / '1e3' -> float; else the input. A mapping: each value."""
+    if isinstance(value, dict):
+        return dict((k, to_number(v)) for k, v in value.items())
     if isinstance(value, bool) or not isinstance(value, str):
         return value
     text = value.strip()

@@ -22,6 +22,16 @@ def ray_membership(status_text, expected):
     return vllm_multinode.membership(expected, vllm_multinode.parse_ray_status(status_text or ""))
 
 
+def ray_nodes_health(spanning, hostvars):
+    """_ray_spanning of a node -> {instance: {states, missing}} of the instances it heads."""
+    return vllm_multinode.nodes_health(list(spanning or []), hostvars)
+
+
+def ray_recovering(spanning, hostvars):
+    """_ray_spanning of a node -> its parts of the instances whose head named a node down."""
+    return vllm_multinode.recovering(list(spanning or []), hostvars)
+
+
 def vllm_nodes_compare(instance, facts_by_node):
     """instance: a vllm_view entry; facts_by_node: {node: vllm_node_facts}."""
     model = instance.get("model")
@@ -44,13 +54,6 @@ def vllm_spanning_instances(view):
     if view is not None and not isinstance(view, list):
         raise AnsibleFilterError("vllm_spanning_instances expects a vllm_view (a list), got %s" % type(view).__name__)
     return vllm_multinode.spanning(view)
-
-
-def vllm_serving_instances(view):
-    """vllm_view -> its entries that serve the HTTP API (all but headless parts)."""
-    if view is not None and not isinstance(view, list):
-        raise AnsibleFilterError("vllm_serving_instances expects a vllm_view (a list), got %s" % type(view).__name__)
-    return vllm_multinode.serving(view)
 
 
 def vllm_spanning_restarts(view, changed_by_node):
@@ -97,5 +100,5 @@ class FilterModule(object):
                 "vllm_port_checks": vllm_port_checks, "vllm_port_listen_args": vllm_port_listen_args,
                 "vllm_port_problems": vllm_port_problems, "vllm_batch_problems": vllm_batch_problems,
                 "vllm_spanning_instances": vllm_spanning_instances,
-                "vllm_serving_instances": vllm_serving_instances,
-                "vllm_spanning_restarts": vllm_spanning_restarts}
+                "vllm_spanning_restarts": vllm_spanning_restarts,
+                "ray_nodes_health": ray_nodes_health, "ray_recovering": ray_recovering}

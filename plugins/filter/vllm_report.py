@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: llmops.serving contributors
 # Apache License 2.0 (see LICENSE)
-"""``vllm_report_table``: the fleet report's console table (never a ``None`` cell)."""
+"""``vllm_report_rows``: the fleet report's rows; ``vllm_report_table``: its console table (never a ``None`` cell)."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -15,6 +15,14 @@ def vllm_report_table(rows):
     return report_table.table_lines(list(rows or []))
 
 
+def vllm_report_rows(reads, host, ready=None, nodes_health=None, not_installed=None):
+    """vllm_report's ``instances`` -> one report row each; with ``not_installed`` (the venv's python that does not
+    exist), the instance view -> one ``not-installed`` row each."""
+    if not_installed:
+        return report_table.not_installed_rows(host, list(reads or []), not_installed)
+    return report_table.report_rows(host, list(reads or []), ready or {}, nodes_health or {})
+
+
 class FilterModule(object):
     def filters(self):
-        return {"vllm_report_table": vllm_report_table}
+        return {"vllm_report_rows": vllm_report_rows, "vllm_report_table": vllm_report_table}

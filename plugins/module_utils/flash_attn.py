@@ -85,6 +85,46 @@ def derive_archs(capabilities):
     return dict(archs=sort_archs(archs), skipped=skipped, reasons=reasons)
 
 
+_CC_LINE = re.compile(r"^[0-9]+\.[0-9]+$")
+
+
+def host_capabilities(override=None, llmops_gpu=None, nvidia_smi=None):
+    """The compute capabilities of a host's GPUs (strings): the override (flash_attn_compute_capabilities), else
+    llmops_gpu's GPUs (none on a cpu host), else the lines of ``nvidia-smi --query-gpu=compute_cap`` (when it
+    ran and exited 0)."""
+    if override:
+        return [str(c) for c in override]
+    if llmops_gpu is not None:
+        if (llmops_gpu.get("mode") or "cuda") == "cpu":
+            return []
+        found = [str(g.get("compute_capability", "")) for g in llmops_gpu.get("gpus") or []]
+        return [c for c in found if c]
+    nvidia_smi = nvidia_smi or {}
+    if nvidia_smi.get("rc", 1) != 0:
+        return []
+    lines = [str(line).strip() for line in nvidia_smi.get("stdout_lines") or []]
+    return [line for line in lines if _CC_LINE.match(line)]
+
+
+def host_decision(enabled, override=None, llmops_gpu=None, nvidia_smi=None, archs_override=None):
+    """Whether a host builds/installs flash-attn, and for which archs: dict(capabilities, derived (see
+    :func:`derive_archs`), skip, skip_reason ('' when not skipped), archs (the archs override, else derived))."""
+    ccs = host_capabilities(override, llmops_gpu, nvidia_smi)
+    derived = derive_archs(ccs)
+    if not enabled:
+        reason = "flash_attn_enabled is false"
+    elif not ccs:
+        cpu = llmops_gpu is not None and llmops_gpu.get("mode", "") == "cpu"
+        reason = "no NVIDIA GPU found (CPU host%s)" % (": llmops_gpu.mode=cpu" if cpu else "")
+    elif not derived["archs"]:
+        reason = ("every GPU has compute capability < 8.0 (%s); FlashAttention-2 needs sm_80 or newer"
+                  % ", ".join(str(s["compute_capability"]) for s in derived["skipped"]))
+    else:
+        reason = ""
+    return dict(capabilities=ccs, derived=derived, skip=bool(reason), skip_reason=reason,
+                archs=list(archs_override) if archs_override else derived["archs"])
+
+
 def _cuda_tuple(cuda_version):
     if cuda_version in (None, ""):
         return None

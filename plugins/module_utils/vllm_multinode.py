@@ -424,3 +424,40 @@ def batch_problems(views, batch, play_hosts):
                                                             ", ".join(n for n in nodes if n in batch),
                                                             ", ".join(outside)))
     return problems
+
+
+# A part of a spanning instance that counts as up on its node (systemctl is-active).
+PART_UP = ("active", "activating")
+
+
+def _host(hostvars, node):
+    return hostvars[node] if node in hostvars else {}
+
+
+def nodes_health(spanning, hostvars):
+    """On a head: ``{instance: {states: {node: unit state}, missing: [nodes whose part is not up]}}`` for each
+    spanning instance this node heads (node_rank 0). Each node's states are its ``ray_instance_parts`` (published by
+    ray_cluster's instance_nodes); a node that did not publish them (not in the play, unreachable) is
+    ``unknown`` and missing."""
+    out = {}
+    for inst in spanning or []:
+        if inst.get("node_rank") != 0:
+            continue
+        name, nodes = inst.get("name"), list(inst.get("nodes") or [])
+        parts = dict((n, _host(hostvars, n).get("ray_instance_parts")) for n in nodes)
+        out[name] = {
+            "states": dict((n, (parts[n] or {}).get(name, "unknown")) for n in nodes),
+            "missing": [n for n in nodes if parts[n] is None or parts[n].get(name) not in PART_UP],
+        }
+    return out
+
+
+def recovering(spanning, hostvars):
+    """This node's parts of the spanning instances that their head (the first node) named as having a node down
+    (its ``vllm_nodes_health``)."""
+    down = set()
+    for head in set(n for i in spanning or [] for n in (i.get("nodes") or [])[:1]):
+        for name, health in (_host(hostvars, head).get("vllm_nodes_health") or {}).items():
+            if (health or {}).get("missing"):
+                down.add(name)
+    return [i for i in spanning or [] if i.get("name") in down]

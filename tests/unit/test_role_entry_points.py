@@ -172,6 +172,60 @@ def test_every_tasks_from_is_a_documented_entry_point():
     assert not missing, "add these entry points to the role's meta/argument_specs.yml: %s" % missing
 
 
+# Entry points that only the collection's own roles and playbooks call (drift.yml,
+# decommission.yml, report.yml, vllm.yml, the role's own flow): marked the way
+# prometheus-community/ansible's roles/_common marks its entry points, a
+# short_description starting "Internal only - " and a first description line
+# naming the caller; an input only a caller sets says "Internal only - set by
+# the caller". Entry points a user calls (view, plot, gpu_info, recover,
+# exporters, controller, models) and main are not marked.
+INTERNAL = {
+    "flash_attn": {"drift"}, "models": {"drift"}, "gpustack": {"drift", "drift_models"},
+    "gateway": {"drift", "drain", "ready", "leftovers", "remove"},
+    "monitoring": {"leftovers", "leftovers_exporters", "remove", "remove_exporters"},
+    "ray_cluster": {"drift", "status", "nodes_check", "ports", "instance_nodes", "leftovers", "remove"},
+    # vllm_service (drift, leftovers, remove) is marked by the plan work (issue 30 item 1), which owns the role.
+}
+INTERNAL_INPUTS = {("gateway", "drain", "gateway_server"), ("gateway", "ready", "gateway_server"),
+                   ("ray_cluster", "status", "ray_status_fail")}
+
+
+def _specs(role):
+    with open(os.path.join(ROOT, "roles", role, "meta", "argument_specs.yml")) as fh:
+        return (yaml.safe_load(fh) or {}).get("argument_specs", {})
+
+
+@pytest.mark.parametrize("role", sorted(INTERNAL))
+def test_internal_entry_points_are_marked_internal(role):
+    specs = _specs(role)
+    for entry, spec in specs.items():
+        marked = str(spec.get("short_description", "")).startswith("Internal only - ")
+        why = "a user entry point is marked internal" if marked else "mark it internal"
+        assert marked == (entry in INTERNAL[role]), "%s %s: %s" % (role, entry, why)
+        if marked:
+            desc = spec.get("description")
+            first = desc[0] if isinstance(desc, list) else desc
+            assert str(first).startswith("Internal only: called by "), "%s %s: name the caller first" % (role, entry)
+    for r, entry, option in INTERNAL_INPUTS:
+        if r == role:
+            assert str(specs[entry]["options"][option]["description"]).startswith("Internal only - set by the caller")
+
+
+def _read(path):
+    with open(path) as fh:
+        return fh.read()
+
+
+def test_internal_entry_points_are_called_by_the_collection():
+    called = set((str(name).replace("llmops.serving.", ""), re.sub(r"\.ya?ml$", "", t))
+                 for path, name, t in _role_calls() if not path.startswith(("molecule/", "tests/")))
+    for role, entries in INTERNAL.items():
+        for entry in entries:
+            own = any(re.search(r"include_tasks: %s\.yml" % entry, _read(path))
+                      for path in glob.glob(os.path.join(ROOT, "roles", role, "tasks", "*.yml")))
+            assert (role, entry) in called or own, "%s %s is called by nothing in roles/ or playbooks/" % (role, entry)
+
+
 @pytest.mark.parametrize("role", ROLES)
 def test_every_entry_point_has_its_tasks_file(role):
     for entry in _entry_points(role):

@@ -319,7 +319,7 @@ def preflight_report(facts, settings):
     """Run every check of :data:`CHECKS` on gpu_info facts; return the report dict.
 
     settings: host, cuda_build, build_label, driver_table, expect_gpu, expect_mig,
-    require_nvcc, own_process_patterns, reserve_gib, disk, and ``instances``: the
+    require_nvcc, own_process_patterns, reserve_gib, disk, fail_on_warnings, and ``instances``: the
     instance view entries (see :mod:`.memory`), each optionally with ``weights``
     and ``kv`` (a :func:`kv_capacity.predict` result) from ``vllm_kv_predict``.
     """
@@ -330,7 +330,14 @@ def preflight_report(facts, settings):
         checks[name] = {"status": status, "messages": list(messages or [])}
     failed = [name for name, _fn in CHECKS if checks[name]["status"] == FAIL]
     fa_ok = bool(ctx.gpus) and all(g.get("flash_attn_arch") for g in ctx.gpus)
+    order = [name for name, _fn in CHECKS]
+    # The checks the role's assert fails on, in table order: failures, and warnings with fail_on_warnings.
+    bad = (FAIL, WARN) if settings.get("fail_on_warnings") else (FAIL,)
+    failing = [name for name in order if checks[name]["status"] in bad]
     return {
+        "summary": ", ".join("%s=%s" % (name, checks[name]["status"]) for name in order),
+        "failing": failing,
+        "failing_message": " || ".join("%s: %s" % (name, " || ".join(checks[name]["messages"])) for name in failing),
         "checks": checks,
         "failed": sorted(failed),
         "failures": [m for k in sorted(failed) for m in checks[k]["messages"]],

@@ -11,7 +11,8 @@ load-generator host and by the ``loadtest_*`` filters on the controller.
 Files: :mod:`.results` (the tools' result files -> levels), :mod:`.slo`
 (targets and verdict), :mod:`.report` (Markdown tables, the report),
 :mod:`.tuning` (sweeps: best value, table, plot input), :mod:`.api` (the API a
-load test drives: endpoint and request function per tool). Every name below is
+load test drives: endpoint and request function per tool), :mod:`.command`
+(the load generator's argv). Every name below is
 importable from this package.
 """
 
@@ -30,3 +31,5 @@ from ansible_collections.llmops.serving.plugins.module_utils.loadtest.tuning imp
     OBJECTIVES, best_value, pick_level, plot_data, render_sweep_table)
 from ansible_collections.llmops.serving.plugins.module_utils.loadtest.api import (  # noqa: F401
     APIS, DEFAULT_ENDPOINTS, load_plan)
+from ansible_collections.llmops.serving.plugins.module_utils.loadtest.command import (  # noqa: F401
+    evalscope_argv, load_command, prompt_length_bounds, vllm_bench_argv)

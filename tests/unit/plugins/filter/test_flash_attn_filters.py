@@ -27,14 +27,6 @@ def test_build_plan_from_hostvars_in_play_order():
     assert plan["hosts"] == {"g2": "build", "g1": "install", "a1": "install", "cpu": "skip"}
 
 
-def test_build_key_from_probe_facts():
-    facts = {"torch_version": "2.11.0+cu130", "torch_cuda": "13.0", "python_tag": "cp312", "cxx11_abi": True}
-    k = F["flash_attn_build_key"](facts, "2.8.3.post2", ["90"])
-    assert k["string"].endswith("_cp312_sm90_cxx11abi-1")
-    with pytest.raises(AnsibleFilterError):
-        F["flash_attn_build_key"]({"torch_version": None}, "2.8.3.post2", ["90"])
-
-
 def test_needs_install_from_info():
     info = {"flash_attn_version": "2.8.3.post2", "installed_key": "k"}
     assert F["flash_attn_needs_install"](info, "2.8.3.post2", "k") is False

@@ -27,7 +27,8 @@ def _sweep():
 
 def test_filters_registered():
     assert set(f.FilterModule().filters()) == {"loadtest_best", "loadtest_sweep_table", "loadtest_run_problems",
-                                               "loadtest_levels_table", "loadtest_plot_data", "loadtest_api_plan"}
+                                               "loadtest_levels_table", "loadtest_plot_data", "loadtest_api_plan",
+                                               "loadtest_command"}
 
 
 def test_best_and_errors():

@@ -297,3 +297,16 @@ def test_the_template_renders_agent_check_only_for_servers_with_an_agent():
     lines = [x.strip() for x in env.from_string(block).render(backend=backend, gateway_health_interval="2s").splitlines()
              if x.strip().startswith("server ")]
     assert lines == ["server n1__default 10.0.0.1:8301 check", "server n2__default 10.0.0.2:8302 check"]
+
+
+def test_peers_filter_reads_each_host_from_hostvars(tmp_path):
+    """gateway_peers(hosts, hostvars, default_port) in a real play: gateway_peer_address, else ansible_host,
+    else the name; a host's own gateway_peers_port, else the default."""
+    from conftest import run_tasks
+    inv = {"gw1": {"ansible_host": "10.0.0.1"},
+           "gw2": {"ansible_host": "10.0.0.2", "gateway_peer_address": "10.0.0.9", "gateway_peers_port": 10001}}
+    tasks = [{"ansible.builtin.add_host": dict(v, name=h, groups="gw")} for h, v in inv.items()]
+    tasks.append({"ansible.builtin.debug": {
+        "msg": "{{ groups['gw'] | llmops.serving.gateway_peers(hostvars, 10000) }}"}})
+    got = run_tasks(tmp_path, tasks)[-1]["msg"]
+    assert got == [{"name": "gw1", "address": "10.0.0.1", "port": 10000}, {"name": "gw2", "address": "10.0.0.9", "port": 10001}]

@@ -300,11 +300,8 @@ def test_a_change_on_any_node_restarts_the_spanning_instance_on_every_node():
 
 def test_the_restart_filters_check_their_input():
     from ansible.errors import AnsibleFilterError
-    from ansible_collections.llmops.serving.plugins.filter.ray_cluster import (
-        vllm_serving_instances, vllm_spanning_restarts)
-    assert [v["name"] for v in vllm_serving_instances([{"name": "a"}, {"name": "b", "serves_http": False}])] == ["a"]
-    with pytest.raises(AnsibleFilterError, match="expects a vllm_view"):
-        vllm_serving_instances({"name": "a"})
+    from ansible_collections.llmops.serving.plugins.filter.ray_cluster import vllm_spanning_restarts
+    assert [v["name"] for v in M.serving([{"name": "a"}, {"name": "b", "serves_http": False}])] == ["a"]
     with pytest.raises(AnsibleFilterError, match="expects {node: "):
         vllm_spanning_restarts([], ["big"])
 
