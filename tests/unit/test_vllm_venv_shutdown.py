@@ -8,6 +8,7 @@ change). One ansible-playbook run for every case.
   the same venv, another extra package or version another one, vllm_venv_versioned=false the one
   vllm_venv;
 - --shutdown-timeout is rendered from vllm_shutdown_timeout (0 leaves it out);
+- --enable-force-include-usage behind a gateway (vllm_gateway_fronted), unless vllm_gateway_force_include_usage is false;
 - shutdown_timeout in vllm_common_args or an instance's args fails in preflight, naming the variable.
 """
 import json
@@ -29,6 +30,8 @@ VIEWS = {
     "unversioned": {"vllm_venv_versioned": False},
     "default": {},
     "no_graceful_stop": {"vllm_shutdown_timeout": 0},
+    "fronted": {"vllm_gateway_fronted": True},
+    "fronted_no_usage": {"vllm_gateway_fronted": True, "vllm_gateway_force_include_usage": False},
 }
 REFUSED = {
     "common": {"vllm_common_args": {"shutdown-timeout": 5}},
@@ -80,6 +83,16 @@ def test_graceful_stop_is_rendered(results):
     argv = results["base"]
     assert argv[argv.index("--shutdown-timeout") + 1] == "60"
     assert "--shutdown-timeout" not in results["no_graceful_stop"]
+
+
+def test_a_gateway_fronted_instance_ends_its_streams_with_their_usage(results):
+    """--enable-force-include-usage (the gateway counts tokens per key from it) only behind a gateway, and off
+    with vllm_gateway_force_include_usage: false; no gateway here, the inventory has no gateway group."""
+    assert "--enable-force-include-usage" in results["fronted"]
+    assert "--enable-force-include-usage" not in results["base"]
+    assert "--enable-force-include-usage" not in results["fronted_no_usage"]
+    # The flags of vllm_common_args and the graceful stop stay.
+    assert results["fronted"][results["fronted"].index("--shutdown-timeout") + 1] == "60"
 
 
 def test_shutdown_timeout_in_args_fails_naming_the_variable(results):
