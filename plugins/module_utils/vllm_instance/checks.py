@@ -15,6 +15,7 @@ __metaclass__ = type
 import re
 
 from ansible_collections.llmops.serving.plugins.module_utils import vllm_args
+from ansible_collections.llmops.serving.plugins.module_utils import vllm_env_file
 from ansible_collections.llmops.serving.plugins.module_utils import vllm_flags
 from ansible_collections.llmops.serving.plugins.module_utils import vllm_multinode
 from ansible_collections.llmops.serving.plugins.module_utils import vllm_sleep
@@ -106,10 +107,10 @@ def _check_identity(index, inst, seen_names, seen_ports):
             if not ENV_KEY_RE.match(str(key)):
                 p.append("%s.env: %r is not a valid environment variable name (letters, digits and '_', not "
                          "starting with a digit); rename it" % (base, key))
-            elif str(key) == "VLLM_API_KEY":
-                p.append("%s.env.VLLM_API_KEY: that would show the key in diffs and facts; use vllm_api_keys.%s "
+            elif str(key) == vllm_env_file.API_KEY_ENV:
+                p.append("%s.env.%s: that would show the key in diffs and facts; use vllm_api_keys.%s "
                          "(or vllm_api_key), vaulted - the role writes it into the root-only env file"
-                         % (base, name or "NAME"))
+                         % (base, vllm_env_file.API_KEY_ENV, name or "NAME"))
     args = inst.get("args")
     if isinstance(args, dict):
         for key in args:
@@ -149,9 +150,10 @@ def _check_settings(settings):
             p.append("vllm_common_env: %r is not a valid environment variable name (letters, digits and '_', "
                      "not starting with a digit); rename it" % (k,))
         p += _control_problems(v, "vllm_common_env.%s" % k, secret=is_secret_name(k))
-        if str(k) == "VLLM_API_KEY":
-            p.append("vllm_common_env.VLLM_API_KEY: that would show the key in diffs and facts; use vllm_api_key "
-                     "(or vllm_api_keys.NAME), vaulted - the role writes it into the root-only env file")
+        if str(k) == vllm_env_file.API_KEY_ENV:
+            p.append("vllm_common_env.%s: that would show the key in diffs and facts; use vllm_api_key "
+                     "(or vllm_api_keys.NAME), vaulted - the role writes it into the root-only env file"
+                     % vllm_env_file.API_KEY_ENV)
     for k, v in (settings.get("common_args") or {}).items():
         if is_secret_name(vllm_flags.normalize_key(k)) and vllm_flags.normalize_key(k) != "api_key":
             p.append("vllm_common_args.%s looks like a secret: options land in the drop-in (mode 0644) and in "

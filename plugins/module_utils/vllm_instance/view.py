@@ -10,6 +10,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 from ansible_collections.llmops.serving.plugins.module_utils import vllm_args
+from ansible_collections.llmops.serving.plugins.module_utils import vllm_env_file
 from ansible_collections.llmops.serving.plugins.module_utils import vllm_flags
 from ansible_collections.llmops.serving.plugins.module_utils import vllm_multinode
 from ansible_collections.llmops.serving.plugins.module_utils import vllm_sleep
@@ -86,7 +87,7 @@ def _warmup_hook(python, settings, url, has_key):
             "--count", str(w.get("count", 8)),
             "--concurrency", str(w.get("concurrency", 2)), "--quiet"]
     if has_key:
-        hook += ["--api-key-env", "VLLM_API_KEY"]
+        hook += ["--api-key-env", vllm_env_file.API_KEY_ENV]
     return ("-" if w.get("ignore_errors") else "") + vllm_args.systemd_exec(hook)
 
 
@@ -137,6 +138,9 @@ def _one(index, inst, settings):
             settings.get("default_gpu_memory_utilization", vllm_flags.DEFAULT_GPU_MEMORY_UTILIZATION)),
         "max_model_len": parse_model_len(mml) if mml is not None else None,
         "has_api_key": has_key,
+        # The variable of the env file that holds the key (the env template writes it, the
+        # watchdog's drop-in names it); null without a key.
+        "api_key_env": vllm_env_file.API_KEY_ENV if has_key else None,
         "public_bind": public,
         "public_without_key": public and not has_key,
         # --enable-sleep-mode: VLLM_SERVER_DEV_MODE=1 in env; module vllm_sleep and playbooks/swap.yml drive it.
