@@ -169,3 +169,22 @@ def test_api_key_variable_is_spelled_once():
         with open(os.path.join(ROOT, rel)) as f:
             text = f.read()
         assert text.count("VLLM_API_KEY") <= 1, rel
+
+
+# --- ports: one rule ----------------------------------------------------------------------------------------
+
+PORTS = os.path.join("plugins", "module_utils", "ports.py")
+PORT_COMPARE = re.compile(r"[<>]=?\s*6553[56]\b|\b(0|1|1024|MIN_PORT)\s*<=?\s*\w*port|\w*port\w*\s*<\s*6553")
+
+
+def test_one_port_range_check():
+    """Only module_utils/ports.py compares a port with its bounds (the range of each kind of port is decided
+    there); every checker calls ports.problem."""
+    hits = []
+    for rel, text in _py_sources():
+        if rel == PORTS:
+            continue
+        for n, line in enumerate(text.splitlines(), 1):
+            if PORT_COMPARE.search(line) and not line.lstrip().startswith("#"):
+                hits.append("%s:%d: %s" % (rel, n, line.strip()))
+    assert hits == [], "port range checks outside %s:\n%s" % (PORTS, "\n".join(hits))

@@ -146,7 +146,9 @@ def test_gpu_indexes_must_exist_and_shares_add_up():
     assert len(probs) == 1 and "adds up to 1.05" in probs[0]["msg"]
 
 
-@pytest.mark.parametrize("port,ok", [(1, True), (65535, True), (0, False), (65536, False), ("http", False)])
+# An instance's port (the rule of module_utils/ports.py): the unprivileged unit cannot bind below 1024.
+@pytest.mark.parametrize("port,ok", [(1024, True), (65535, True), ("8000", True), (1023, False), (1, False), (0, False),
+                                     (65536, False), ("http", False), (True, False)])
 def test_port_range(port, ok):
     probs = F.check_ranges([inst(port=port)], {}, None, "cpu")
     assert (probs == []) is ok
