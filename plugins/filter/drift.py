@@ -42,7 +42,7 @@ def _rows(filter_name, data, host, fn, required=(), hint=PLAYBOOK, expects=None)
 
 
 def vllm_drift_rows(data, host):
-    return _rows("vllm_drift_rows", data, host, vllm.vllm_rows, required=("instances",))
+    return _rows("vllm_drift_rows", data, host, vllm.vllm_rows, required=("view",))
 
 
 def flash_attn_drift_rows(data, host):

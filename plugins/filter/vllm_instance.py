@@ -28,6 +28,20 @@ def vllm_instance_view(instances, settings):
         raise AnsibleFilterError(str(e))
 
 
+def vllm_instance_paths(names, settings):
+    """{name: paths} (module_utils/vllm_instance/view.py ``instance_paths``) of
+    instance names the view may not list (removed instances, the snapshot)."""
+    if not isinstance(settings, dict):
+        raise AnsibleFilterError("vllm_instance_paths expects the settings dict as its argument, got %s"
+                                 % type(settings).__name__)
+    return dict((str(n), vllm_instance.instance_paths(str(n), settings)) for n in (names or []))
+
+
+def vllm_snapshot_files(names, settings):
+    """The files the rollback snapshot copies (module_utils/vllm_instance/view.py ``snapshot_files``)."""
+    return vllm_instance.snapshot_files([str(n) for n in names or []], settings or {})
+
+
 def vllm_instance_api_key(name, api_key, api_keys):
     # Only instance.env.j2 calls this: the value never goes into a fact,
     # a loop or a module argument.
@@ -53,6 +67,8 @@ class FilterModule(object):
         return {
             "vllm_instance_view": vllm_instance_view,
             "vllm_instance_api_key": vllm_instance_api_key,
+            "vllm_instance_paths": vllm_instance_paths,
+            "vllm_snapshot_files": vllm_snapshot_files,
             "vllm_instance_env": vllm_instance_env,
             "vllm_swap_plan": vllm_swap_plan,
         }

@@ -65,6 +65,8 @@ import stat
 import tarfile
 import time
 
+from ansible_collections.llmops.serving.plugins.module_utils import vllm_env_file
+
 LAYOUT = 2  # 2: the archive carries the companions (modelinfos)
 
 # Relative to the instance's state directory (the unit's HOME).
@@ -99,7 +101,7 @@ NEUTRAL_OPTIONS = frozenset((
 
 GRAPH_ENV_PREFIXES = ("VLLM_", "TORCH", "TRITON_")
 NEUTRAL_ENV = frozenset((
-    "VLLM_CACHE_ROOT", "VLLM_RPC_BASE_PATH", "VLLM_CONFIG_ROOT", "VLLM_HOST_IP", "VLLM_PORT", "VLLM_API_KEY",
+    "VLLM_CACHE_ROOT", "VLLM_RPC_BASE_PATH", "VLLM_CONFIG_ROOT", "VLLM_HOST_IP", "VLLM_PORT", vllm_env_file.API_KEY_ENV,
     "VLLM_ENGINE_READY_TIMEOUT_S", "VLLM_CPU_KVCACHE_SPACE", "VLLM_ENABLE_V1_MULTIPROCESSING",
     "VLLM_WORKER_MULTIPROC_METHOD", "VLLM_NO_USAGE_STATS", "VLLM_DO_NOT_TRACK", "VLLM_USAGE_STATS_SERVER",
     "VLLM_LOGGING_LEVEL", "VLLM_LOGGING_PREFIX", "VLLM_LOGGING_STREAM", "VLLM_LOGGING_CONFIG_PATH",

@@ -31,6 +31,7 @@ __metaclass__ = type
 import hashlib
 import re
 
+from ansible_collections.llmops.serving.plugins.module_utils import ports as port_rule
 from ansible_collections.llmops.serving.plugins.module_utils import vllm_multinode
 
 WILDCARDS = ("0.0.0.0", "::", "")
@@ -97,13 +98,10 @@ def agent(host, view, settings):
     it. ``agent_addr`` is the agent's own address when the host set one (vllm_gateway_agent_address),
     '' when it listens on the instance's address."""
     spec = (settings.get("agents") or {}).get(host) or {}
-    try:
-        port = int(spec.get("port") or 0)
-    except (TypeError, ValueError):
-        port = -1
-    if not 0 <= port < 65536:
-        raise GatewayConfigError("vllm_gateway_agent of %s has port %r: set vllm_gateway_agent_port on %s to a TCP "
-                                 "port (1-65535) or 0" % (host, spec.get("port"), host))
+    msg = port_rule.problem("agent", "vllm_gateway_agent_port of %s" % host, spec.get("port") or 0)
+    if msg:
+        raise GatewayConfigError(msg)
+    port = port_rule.as_port(spec.get("port") or 0)
     if _NAME_BAD.search(str(view["name"])):
         port = 0  # HAProxy's agent-send cannot carry it; the agent would refuse it anyway
     return dict(agent_port=port, agent_addr=str(spec.get("address") or "") if port else "")
@@ -257,9 +255,10 @@ def check_settings(backends, settings, views):
         raise GatewayConfigError(
             "the gateway has no backend: no host of the vllm group publishes an instance (vllm_view) "
             "and gateway_backends is empty; add vLLM hosts or list instances in gateway_backends")
-    port = int(settings.get("frontend_port") or 0)
-    if not 0 < port < 65536:
-        raise GatewayConfigError("gateway_port must be a TCP port (1-65535), got %r" % settings.get("frontend_port"))
+    msg = port_rule.problem("gateway", "gateway_port", settings.get("frontend_port"))
+    if msg:
+        raise GatewayConfigError(msg)
+    port = port_rule.as_port(settings.get("frontend_port"))
     gw = settings.get("gateway_host")
     for view in (views or {}).get(gw) or []:
         if int(view.get("port", 8000)) == port:
@@ -475,12 +474,10 @@ def peers(hosts, addresses, ansible_hosts, ports):
             raise GatewayConfigError("gateway host %s cannot be an HAProxy peer name (use [A-Za-z0-9_.-] in the "
                                      "inventory name)" % name)
         address = str(addresses.get(h) or ansible_hosts.get(h) or name)
-        try:
-            port = int(ports.get(h))
-        except (TypeError, ValueError):
-            raise GatewayConfigError("gateway_peers_port of %s must be a TCP port, got %r" % (name, ports.get(h)))
-        if not 0 < port < 65536:
-            raise GatewayConfigError("gateway_peers_port of %s must be a TCP port (1-65535), got %d" % (name, port))
+        msg = port_rule.problem("gateway", "gateway_peers_port of %s" % name, ports.get(h))
+        if msg:
+            raise GatewayConfigError(msg)
+        port = port_rule.as_port(ports.get(h))
         if (address, port) in seen:
             raise GatewayConfigError("gateway hosts %s and %s both use %s:%d for HAProxy peers: set gateway_peer_address "
                                      "or gateway_peers_port per host" % (seen[(address, port)], name, address, port))

@@ -28,6 +28,7 @@ import os
 from ansible_collections.llmops.serving.plugins.module_utils import systemd
 from ansible_collections.llmops.serving.plugins.module_utils import vllm_args
 from ansible_collections.llmops.serving.plugins.module_utils import vllm_flags
+from ansible_collections.llmops.serving.plugins.module_utils import vllm_instance
 from ansible_collections.llmops.serving.plugins.module_utils import vllm_model_check
 from ansible_collections.llmops.serving.plugins.module_utils import vllm_multinode
 from ansible_collections.llmops.serving.plugins.module_utils import vllm_shm
@@ -120,14 +121,15 @@ def flag_map(index, instance, entry, common_args):
     return fmap
 
 
-def main_pids(module, names):
+def main_pids(module, entries):
+    """Instance name -> MainPID of its unit (each entry's ``unit``: the view's)."""
     systemctl = module.get_bin_path("systemctl")
     pids = {}
     if not systemctl:
         return pids
-    for name in names:
-        props, error = systemd.show(module.run_command, "vllm@%s.service" % name, ["MainPID"], systemctl)
-        pids[name] = (systemd.int_prop(props, "MainPID") or 0) if not error else 0
+    for e in entries:
+        props, error = systemd.show(module.run_command, e["unit"], ["MainPID"], systemctl)
+        pids[e["name"]] = (systemd.int_prop(props, "MainPID") or 0) if not error else 0
     return pids
 
 
@@ -291,8 +293,12 @@ class ArgsCheck(object):
                 rc, out, dummy = module.run_command([ss, "-Hltnp"])
                 if rc == 0:
                     listeners = vllm_flags.parse_ss_listeners(out)
-                    pids = main_pids(module, [i.get("name") for i in instances if i.get("name")])
-                    problems += vllm_flags.check_ports(instances, listeners, vllm_flags.unit_of_pid, pids)
+                    # The view's entries (name, host, port, unit); without a view, the instances with
+                    # their unit names from the view's rule.
+                    ports = views or [dict(inst, unit=vllm_instance.instance_paths(inst.get("name"), {})["unit"])
+                                      for inst in instances]
+                    pids = main_pids(module, [e for e in ports if e.get("name")])
+                    problems += vllm_flags.check_ports(ports, listeners, vllm_flags.unit_of_pid, pids)
 
         result = dict(parser_checked=False, missing_models=missing_models)
         valid = [i for i, inst in enumerate(instances) if inst.get("model") and inst.get("name")]

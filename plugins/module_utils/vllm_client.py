@@ -21,8 +21,10 @@ import time
 
 try:
     from ansible_collections.llmops.serving.plugins.module_utils import systemd
-except ImportError:  # standalone on the host (the watchdog): systemd.py lies beside this file
+    from ansible_collections.llmops.serving.plugins.module_utils import vllm_env_file
+except ImportError:  # standalone on the host (the watchdog): systemd.py and vllm_env_file.py lie beside this file
     import systemd  # noqa: E402  pylint: disable=import-error
+    import vllm_env_file  # noqa: E402  pylint: disable=import-error
 
 try:
     import requests
@@ -52,29 +54,9 @@ def connection_argument_spec(timeout=10, with_validate_certs=True):
     return spec
 
 
-def read_env_file_key(path, name="VLLM_API_KEY"):
-    """``NAME="value"`` of a systemd EnvironmentFile as the vllm_service role
-    writes it (double quotes, backslash escapes); "" when absent."""
-    try:
-        with open(path) as f:
-            lines = f.read().splitlines()
-    except (IOError, OSError):
-        return ""
-    for line in lines:
-        if not line.startswith(name + "="):
-            continue
-        value = line[len(name) + 1:]
-        if len(value) >= 2 and value[0] == value[-1] == '"':
-            value = value[1:-1]
-            out, i = [], 0
-            while i < len(value):
-                if value[i] == "\\" and i + 1 < len(value):
-                    i += 1
-                out.append(value[i])
-                i += 1
-            value = "".join(out)
-        return value
-    return ""
+def read_env_file_key(path, name=vllm_env_file.API_KEY_ENV):
+    """``NAME="value"`` of the instance env file (the one reader: vllm_env_file.py); "" when absent."""
+    return vllm_env_file.read_value(path, name)
 
 
 def env_file_api_key(module, path):

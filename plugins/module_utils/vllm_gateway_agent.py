@@ -22,6 +22,8 @@ __metaclass__ = type
 
 import ipaddress
 
+from ansible_collections.llmops.serving.plugins.module_utils import ports
+
 UNIT_SOCKET = "llmops-vllm-agent.socket"
 UNIT_SERVICE = "llmops-vllm-agent@.service"
 SCRIPT = "vllm-gateway-agent.sh"
@@ -61,14 +63,11 @@ def plan(views, settings):
     delay, delay_problem = _stop_delay(settings.get("stop_delay", 0))
     if delay_problem:
         problems.append(delay_problem)
-    try:
-        port = int(str(raw_port))
-    except ValueError:
-        port = -1
-    if isinstance(raw_port, bool) or not 0 <= port <= 65535:
-        problems.append("vllm_gateway_agent_port must be a TCP port (1-65535), or 0 for no agent; got %r. "
-                        "Nothing was changed." % (raw_port,))
+    msg = ports.problem("agent", "vllm_gateway_agent_port", raw_port)
+    if msg:
+        problems.append(msg + ". Nothing was changed.")
         return _off(problems)
+    port = ports.as_port(raw_port)
     serving = [v for v in (views or []) if v.get("serves_http", True)]
     if port == 0 or not settings.get("fronted") or not serving:
         return _off(problems)

@@ -31,6 +31,7 @@ __metaclass__ = type
 
 import re
 
+from ansible_collections.llmops.serving.plugins.module_utils import ports
 from ansible_collections.llmops.serving.plugins.module_utils.vllm_flags.options import int_or_none, normalize_key
 from ansible_collections.llmops.serving.plugins.module_utils.vllm_flags.ranges import gpus_per_node, spans
 
@@ -128,9 +129,9 @@ def check(index, inst, settings):
     if addrs and missing:
         p.append("%s.nodes: no private address for %s; set vllm_node_address (an address of the private "
                  "interface the nodes share) in the host vars of each node" % (base, ", ".join(missing)))
-    port = int_or_none(inst.get("master_port", DEFAULT_MASTER_PORT))
-    if port is None or not 1024 <= port <= 65535:
-        p.append("%s.master_port must be an integer in 1024..65535 (got %r)" % (base, inst.get("master_port")))
+    msg = ports.problem("master_port", "%s.master_port" % base, inst.get("master_port", DEFAULT_MASTER_PORT))
+    if msg:
+        p.append(msg)
     return p
 
 

@@ -406,7 +406,7 @@ def build_parser():
                    help="PID of the server (default $MAINPID, which systemd sets for ExecStartPost): exit %d as "
                         "soon as it is gone" % EXIT_MAIN_GONE)
     p.add_argument("--api-key-env", default=None,
-                   help="name of an environment variable holding the API key (e.g. VLLM_API_KEY); "
+                   help="name of an environment variable holding the API key (the unit's env file sets it); "
                         "the key is never taken from argv")
     p.add_argument("--prompt-format", choices=("tokens", "text"), default="tokens")
     p.add_argument("--no-ignore-eos", action="store_true", help="let the model stop early at EOS")

@@ -27,7 +27,7 @@ description:
     for an instance that spans hosts (C(nodes)) C(tensor_parallel_size) x
     C(pipeline_parallel_size) / the number of nodes, the GPUs each node runs),
     GPUs shared by instances whose memory shares add up to more than 1,
-    C(kv_cache_dtype) choices, ports in 1..65535, unique, and not bound by a
+    C(kv_cache_dtype) choices, ports in 1024..65535 (the instance port rule), unique, and not bound by a
     process other than the instance's own C(vllm@NAME) unit.
   - Then renders each instance's argv exactly as the unit runs it (with
     O(view), the view's argv - the multi-node options C(--nnodes),

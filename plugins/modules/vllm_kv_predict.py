@@ -33,7 +33,7 @@ options:
       - "Instance view entries (the C(vllm_view) fact of the C(llmops.serving.vllm_service) role's
         C(view) entry point): C(name), C(model), C(gpus), C(tensor_parallel_size), C(pipeline_parallel_size),
         C(gpus_per_node) (the GPUs it runs on in this host; an entry without it - TP x PP, or TP x PP / the
-        number of C(nodes)), C(gpu_memory_utilization), C(max_model_len), and C(args) or C(argv) for C(kv_cache_dtype),
+        number of C(nodes)), C(gpu_memory_utilization), C(max_model_len), and C(args) (the options it runs with) for C(kv_cache_dtype),
         C(block_size), C(max_num_seqs), C(max_num_batched_tokens), C(kv_cache_memory_bytes)."
       - No secrets are needed or read.
     type: list

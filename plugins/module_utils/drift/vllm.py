@@ -13,9 +13,10 @@ from ansible_collections.llmops.serving.plugins.module_utils.drift.rows import f
 def vllm_rows(host, data):
     """Drift rows of the vllm_service role on one host.
 
-    ``data`` keys (all optional except ``instances``):
-      instances: the host's vllm_instances
-      unit_dir, config_dir: where the role writes units and env files
+    ``data`` keys (all optional except ``view``):
+      view: the host's instance view (vllm_view): each instance's unit,
+        dropin_path and env_path (the paths are the view's, never rebuilt here)
+      unit_path: the templated unit vllm@.service
       package, expected_version: the pinned distribution
       found_version: registered result of the role's version read
       unit: registered result of the unit template; unit_exists: bool
@@ -26,8 +27,7 @@ def vllm_rows(host, data):
       service_enabled, service_state: what the inventory asks for
     """
     rows = []
-    unit_dir = data.get("unit_dir", "/etc/systemd/system")
-    config_dir = data.get("config_dir", "/etc/vllm")
+    view = dict((v["name"], v) for v in data.get("view") or [])
     file_stats = data.get("file_stats") or {}
 
     found = data.get("found_version") or {}
@@ -38,21 +38,20 @@ def vllm_rows(host, data):
         if row:
             rows.append(row)
 
-    unit_path = "%s/vllm@.service" % unit_dir
-    row = file_row(host, "unit_file", None, unit_path, data.get("unit"), data.get("unit_exists"))
+    row = file_row(host, "unit_file", None, data.get("unit_path"), data.get("unit"), data.get("unit_exists"))
     if row:
         rows.append(row)
 
     for res in (data.get("dropins") or {}).get("results", []):
         name = item_name(res)
-        path = "%s/vllm@%s.service.d/10-instance.conf" % (unit_dir, name)
+        path = view[name]["dropin_path"]
         row = file_row(host, "dropin", name, path, res, file_stats.get(path))
         if row:
             rows.append(row)
 
     for res in (data.get("envfiles") or {}).get("results", []):
         name = item_name(res)
-        path = "%s/%s.env" % (config_dir, name)
+        path = view[name]["env_path"]
         row = file_row(host, "env_file", name, path, res, file_stats.get(path), redact_values=True)
         if row:
             rows.append(row)
@@ -73,6 +72,6 @@ def vllm_rows(host, data):
     want_state = data.get("service_state", "started")
     for res in (data.get("services") or {}).get("results", []):
         name = item_name(res)
-        rows.extend(service_rows(host, "vllm@%s.service" % name, res.get("stdout"),
+        rows.extend(service_rows(host, view[name]["unit"], res.get("stdout"),
                                  want_enabled=want_enabled, want_state=want_state, instance=name))
     return rows

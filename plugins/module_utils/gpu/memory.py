@@ -78,17 +78,9 @@ def instance_fields(instances, common_args=None, default_gpu_memory_utilization=
 
 
 def option(view, key):
-    """An option of an instance: the adapter's ``args``, else ``--key value`` in the view's ``argv``."""
-    if key in (view.get("args") or {}):
-        return view["args"][key]
-    argv = view.get("argv") or []
-    flag = "--" + key.replace("_", "-")
-    for i, a in enumerate(argv):
-        if a == flag and i + 1 < len(argv):
-            return argv[i + 1]
-        if a.startswith(flag + "="):
-            return a.split("=", 1)[1]
-    return None
+    """An option of an instance: the view's ``args`` (the options it runs with; the adapter's for
+    entries built by :func:`instance_fields`), never parsed back out of the rendered argv."""
+    return vllm_flags.lookup(view.get("args") or {}, key)[1]
 
 
 def world_size(view):

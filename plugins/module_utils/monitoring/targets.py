@@ -24,7 +24,6 @@ __metaclass__ = type
 
 # The view's own address rules (one place: vllm_instance/values.py).
 from ansible_collections.llmops.serving.plugins.module_utils import vllm_multinode
-from ansible_collections.llmops.serving.plugins.module_utils import vllm_watchdog
 from ansible_collections.llmops.serving.plugins.module_utils.vllm_instance.values import is_loopback, is_wildcard  # noqa: F401
 
 JOBS = ("vllm", "node", "dcgm", "gpustack", "gateway")
@@ -66,7 +65,7 @@ def gpus_label(gpus):
 def vllm_groups(rec):
     groups = []
     for inst in vllm_multinode.serving(rec.get("vllm_view")):
-        for key in ("name", "port"):
+        for key in ("name", "port", "unit"):
             if inst.get(key) in (None, ""):
                 raise TargetError("vllm_view entry on host %s has no %r (a vllm_service instance view field)"
                                   % (rec["host"], key))
@@ -77,7 +76,7 @@ def vllm_groups(rec):
                 "vllm_instance": str(inst["name"]),
                 "served_model": str(inst.get("served_name") or ""),
                 "gpus": gpus_label(inst.get("gpus")),
-                "unit": str(inst.get("unit") or "vllm@%s.service" % inst["name"]),
+                "unit": str(inst["unit"]),
             },
         })
     return groups
@@ -157,8 +156,8 @@ def fleet_hosts(groups, fleet_groups):
 
 def probe_config(view):
     """The readiness probe's instance list: contract fields only, no secrets (the watchdog's state file: its
-    revivals and give-up become metrics)."""
-    return [{"name": i["name"], "unit": i.get("unit") or "vllm@%s.service" % i["name"], "url": i["url"],
-             "model": i.get("served_name") or i.get("model"), "env_path": i.get("env_path"),
-             "watchdog_state": vllm_watchdog.state_path(i["name"])}
+    revivals and give-up become metrics). Every path and unit name is the view's (vllm_instance_paths)."""
+    return [{"name": i["name"], "unit": i["unit"], "url": i["url"],
+             "model": i.get("served_name") or i.get("model"), "env_path": i["env_path"],
+             "watchdog_state": i["watchdog_state"]}
             for i in vllm_multinode.serving(view)]

@@ -13,6 +13,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+from ansible_collections.llmops.serving.plugins.module_utils import vllm_env_file
 
 INSTANCES_VAR = "vllm_instances"
 COMMON_ARGS_VAR = "vllm_common_args"
@@ -91,7 +92,7 @@ RESERVED_OPTIONS = {
     "host": "set the instance's `host` key instead",
     "port": "set the instance's `port` key instead",
     "api_key": ("an API key in argv is visible in `ps` and `systemctl show`; set `vllm_api_key` "
-                "(vaulted) - the role writes it as VLLM_API_KEY into the root-only env file"),
+                "(vaulted) - the role writes it as %s into the root-only env file" % vllm_env_file.API_KEY_ENV),
 }
 
 FICTIONAL_ENV = {

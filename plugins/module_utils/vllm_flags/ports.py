@@ -65,9 +65,10 @@ def unit_of_pid(pid, proc_root="/proc"):
 
 
 def check_ports(instances, listeners, own_unit_of_pid, unit_main_pids):
-    """Ports bound by a process other than the instance's own vllm@NAME.
+    """Ports bound by a process other than the instance's own unit.
 
-    ``listeners``: from parse_ss_listeners; ``own_unit_of_pid``: pid -> unit
+    ``instances``: the instance view's entries (``name``, ``host``, ``port``,
+    ``unit``), in the order of vllm_instances; ``listeners``: from parse_ss_listeners; ``own_unit_of_pid``: pid -> unit
     name or None; ``unit_main_pids``: instance name -> MainPID (0 = not running).
     """
     problems = []
@@ -79,7 +80,7 @@ def check_ports(instances, listeners, own_unit_of_pid, unit_main_pids):
         except (TypeError, ValueError):
             continue
         host = str(inst.get("host", "127.0.0.1"))
-        unit = "vllm@%s.service" % inst.get("name")
+        unit = inst.get("unit")
         for lst in listeners:
             if lst["port"] != port or not addresses_overlap(lst["address"], host):
                 continue

@@ -11,6 +11,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+from ansible_collections.llmops.serving.plugins.module_utils import ports as port_rule
 from ansible_collections.llmops.serving.plugins.module_utils import vllm_args
 from ansible_collections.llmops.serving.plugins.module_utils.vllm_flags.knobs import DEFAULT_GPU_MEMORY_UTILIZATION, KV_CACHE_DTYPES
 from ansible_collections.llmops.serving.plugins.module_utils.vllm_flags.options import as_int, inst_path, lookup, merged_options, option_source, problem
@@ -91,17 +92,13 @@ def check_ranges(instances, common_args=None, gpu_count=None, device="auto",
             continue
         opts = merged_options(inst, common_args)
 
-        # Port.
+        # Port: an instance's (module_utils/ports.py, the one port rule).
         port = inst.get("port", 8000)
-        try:
-            port_i = as_int(port)
-            if not 1 <= port_i <= 65535:
-                raise ValueError(port)
-        except (TypeError, ValueError):
-            problems.append(problem(inst_path(i, "port"), "--port", "range",
-                                    "%s: port must be an integer in 1..65535 (got %r)"
-                                    % (inst_path(i, "port"), port)))
+        msg = port_rule.problem("instance", inst_path(i, "port"), port)
+        if msg:
+            problems.append(problem(inst_path(i, "port"), "--port", "range", msg))
         else:
+            port_i = port_rule.as_port(port)
             if port_i in ports:
                 problems.append(problem(inst_path(i, "port"), "--port", "range",
                                         "%s: port %d is also used by %s; give every instance its own port"

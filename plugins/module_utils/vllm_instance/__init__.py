@@ -40,5 +40,5 @@ from ansible_collections.llmops.serving.plugins.module_utils.vllm_instance.value
     DEFAULT_HOST, DEFAULT_PORT, SECRET_WORDS, WILDCARDS, InstanceViewError, is_global_ip, is_loopback, is_secret_name,
     is_wildcard, normalize_settings, parse_model_len, probe_host, url_for)
 from ansible_collections.llmops.serving.plugins.module_utils.vllm_instance.env import instance_api_key, instance_env  # noqa: F401
-from ansible_collections.llmops.serving.plugins.module_utils.vllm_instance.checks import MAX_PORT, MIN_PORT, PUBLIC_WHY, check  # noqa: F401
-from ansible_collections.llmops.serving.plugins.module_utils.vllm_instance.view import build_view  # noqa: F401
+from ansible_collections.llmops.serving.plugins.module_utils.vllm_instance.checks import PUBLIC_WHY, check  # noqa: F401
+from ansible_collections.llmops.serving.plugins.module_utils.vllm_instance.view import WATCHDOG_STATE_DIR, build_view, instance_paths, snapshot_files  # noqa: F401

@@ -15,21 +15,18 @@ __metaclass__ = type
 import re
 
 from ansible_collections.llmops.serving.plugins.module_utils import vllm_args
+from ansible_collections.llmops.serving.plugins.module_utils import vllm_env_file
 from ansible_collections.llmops.serving.plugins.module_utils import vllm_flags
 from ansible_collections.llmops.serving.plugins.module_utils import vllm_multinode
 from ansible_collections.llmops.serving.plugins.module_utils import vllm_sleep
 from ansible_collections.llmops.serving.plugins.module_utils.vllm_instance.env import instance_api_key
 from ansible_collections.llmops.serving.plugins.module_utils.vllm_instance.values import (
-    DEFAULT_HOST, DEFAULT_PORT, is_global_ip, is_loopback, is_secret_name, is_wildcard,
+    DEFAULT_HOST, is_global_ip, is_loopback, is_secret_name, is_wildcard,
     normalize_settings, parse_model_len)
 
 NAME_RE = re.compile(r"^[A-Za-z0-9_.-]+$")
 ENV_KEY_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 CONTROL_CHARS = vllm_args.CONTROL_CHARS
-# The unit runs as an unprivileged user with no capabilities
-# (CapabilityBoundingSet= empty): it cannot bind ports below 1024.
-MIN_PORT = 1024
-MAX_PORT = 65535
 
 PUBLIC_WHY = (
     "vLLM 0.32 protects only /v1 with the API key: POST /invocations serves full completions, and "
@@ -69,8 +66,9 @@ def _label(index, inst):
     return "instance %s (vllm_instances[%d])" % (name if name else "<no name>", index)
 
 
-def _check_identity(index, inst, seen_names, seen_ports):
-    """name, model, port, host, env keys, secret-named args."""
+def _check_identity(index, inst, seen_names):
+    """name, model, host, env keys, secret-named args (the port: vllm_flags.check_ranges, the rule
+    of module_utils/ports.py)."""
     p = []
     base = "vllm_instances[%d]" % index
     name = inst.get("name")
@@ -87,16 +85,6 @@ def _check_identity(index, inst, seen_names, seen_ports):
     if not inst.get("model") or not isinstance(inst.get("model"), str):
         p.append("%s.model is required: an absolute path on the host (or a hub id with HF_HUB_OFFLINE unset)"
                  % base)
-    port = vllm_flags.int_or_none(inst.get("port", DEFAULT_PORT))
-    if port is None or not MIN_PORT <= port <= MAX_PORT:
-        p.append("%s.port must be an integer in %d..%d (got %r): the unit runs as an unprivileged user without "
-                 "capabilities, so it cannot bind ports below %d; put a proxy on a low port if you need one"
-                 % (base, MIN_PORT, MAX_PORT, inst.get("port"), MIN_PORT))
-    elif port in seen_ports:
-        p.append("%s.port %d is also used by vllm_instances[%d]; give every instance its own port"
-                 % (base, port, seen_ports[port]))
-    else:
-        seen_ports[port] = index
     host = inst.get("host", DEFAULT_HOST)
     if host is None or not isinstance(host, str):
         p.append("%s.host must be a string (an address or hostname; default 127.0.0.1), got %r" % (base, host))
@@ -106,10 +94,10 @@ def _check_identity(index, inst, seen_names, seen_ports):
             if not ENV_KEY_RE.match(str(key)):
                 p.append("%s.env: %r is not a valid environment variable name (letters, digits and '_', not "
                          "starting with a digit); rename it" % (base, key))
-            elif str(key) == "VLLM_API_KEY":
-                p.append("%s.env.VLLM_API_KEY: that would show the key in diffs and facts; use vllm_api_keys.%s "
+            elif str(key) == vllm_env_file.API_KEY_ENV:
+                p.append("%s.env.%s: that would show the key in diffs and facts; use vllm_api_keys.%s "
                          "(or vllm_api_key), vaulted - the role writes it into the root-only env file"
-                         % (base, name or "NAME"))
+                         % (base, vllm_env_file.API_KEY_ENV, name or "NAME"))
     args = inst.get("args")
     if isinstance(args, dict):
         for key in args:
@@ -149,9 +137,10 @@ def _check_settings(settings):
             p.append("vllm_common_env: %r is not a valid environment variable name (letters, digits and '_', "
                      "not starting with a digit); rename it" % (k,))
         p += _control_problems(v, "vllm_common_env.%s" % k, secret=is_secret_name(k))
-        if str(k) == "VLLM_API_KEY":
-            p.append("vllm_common_env.VLLM_API_KEY: that would show the key in diffs and facts; use vllm_api_key "
-                     "(or vllm_api_keys.NAME), vaulted - the role writes it into the root-only env file")
+        if str(k) == vllm_env_file.API_KEY_ENV:
+            p.append("vllm_common_env.%s: that would show the key in diffs and facts; use vllm_api_key "
+                     "(or vllm_api_keys.NAME), vaulted - the role writes it into the root-only env file"
+                     % vllm_env_file.API_KEY_ENV)
     for k, v in (settings.get("common_args") or {}).items():
         if is_secret_name(vllm_flags.normalize_key(k)) and vllm_flags.normalize_key(k) != "api_key":
             p.append("vllm_common_args.%s looks like a secret: options land in the drop-in (mode 0644) and in "
@@ -196,13 +185,13 @@ def check(instances, settings):
     if not isinstance(instances, (list, tuple)) or not instances:
         return ["vllm_instances must be a non-empty list of instances ({name, model, ...})"]
     problems += _check_settings(settings)
-    seen_names, seen_ports = {}, {}
+    seen_names = {}
     running = list(instances)
     for i, inst in enumerate(instances):
         if not isinstance(inst, dict):
             problems.append("vllm_instances[%d] must be a dict with name and model, got %r" % (i, inst))
             continue
-        own = _check_controls(i, inst, settings) + _check_identity(i, inst, seen_names, seen_ports)
+        own = _check_controls(i, inst, settings) + _check_identity(i, inst, seen_names)
         if not own:
             host = inst.get("host", DEFAULT_HOST)
             if not is_loopback(host):
@@ -233,8 +222,6 @@ def check(instances, settings):
     names = dict(("vllm_instances[%d]" % i, inst.get("name")) for i, inst in enumerate(instances)
                  if isinstance(inst, dict))
     for prob in flag_problems:
-        if prob["kind"] == "range" and prob["option"] == "--port":
-            continue  # the port rules above say it with the instance name
         m = re.match(r"^(vllm_instances\[\d+\])", prob["path"] or "")
         who = "instance %s (%s)" % (names.get(m.group(1)), m.group(1)) if m else prob["path"]
         problems.append("%s: %s" % (who, prob["msg"]))

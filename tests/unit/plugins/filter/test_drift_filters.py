@@ -12,7 +12,7 @@ F = FilterModule().filters()
 
 # filter -> (a dict missing its required key or None, words the message must contain)
 ROW_FILTERS = {
-    "vllm_drift_rows": ({"unit_dir": "/x"}, ["'instances'", "playbooks/drift.yml", "without 'instances'"]),
+    "vllm_drift_rows": ({"unit_dir": "/x"}, ["'view'", "playbooks/drift.yml", "without 'view'"]),
     "flash_attn_drift_rows": (None, ["a dict", "playbooks/drift.yml"]),
     "gpustack_drift_rows": ({"venv": "/v"}, ["'install_method'", "playbooks/drift.yml"]),
     "gpustack_model_drift_rows": (None, ["llmops.serving.gpustack_model", "roles/gpustack/tasks/drift_models.yml"]),
@@ -40,7 +40,7 @@ def test_row_filters_reject_a_non_dict_naming_the_filter_and_the_source(name):
 
 
 def test_row_filters_pass_good_input_to_the_rules():
-    assert F["vllm_drift_rows"]({"instances": []}, "h1") == []
+    assert F["vllm_drift_rows"]({"view": []}, "h1") == []
     assert F["gpustack_drift_rows"]({"install_method": "pip"}, "h1") == []
     assert F["gpustack_model_drift_rows"]({"results": []}, "h1") == []
     assert F["flash_attn_drift_rows"]({"skipped": True}, "h1") == []

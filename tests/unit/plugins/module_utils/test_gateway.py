@@ -275,7 +275,7 @@ def test_no_agents_setting_means_no_agent_check():
 
 
 def test_a_bad_agent_port_names_the_variable():
-    with pytest.raises(gw.GatewayConfigError, match="set vllm_gateway_agent_port on n1"):
+    with pytest.raises(gw.GatewayConfigError, match=r"vllm_gateway_agent_port of n1 must be a TCP port in 1\.\.65535, or 0 for none \(got 70000\)"):
         gw.build_backends(FLEET, dict(SETTINGS, agents={"n1": {"port": 70000}}))
 
 

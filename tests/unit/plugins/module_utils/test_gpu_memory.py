@@ -58,10 +58,14 @@ def test_instance_fields_merge_common_args_and_default_utilization():
         memory.instance_fields([{"name": "d", "gpus": ["x"]}])
 
 
-def test_option_reads_the_view_argv_too():
-    view = {"name": "a", "argv": ["--model", "/m", "--kv-cache-dtype", "fp8", "--block-size=32"]}
-    assert memory.option(view, "kv_cache_dtype") == "fp8" and memory.option(view, "block_size") == "32"
-    assert memory.option(view, "max_num_seqs") is None
+def test_option_reads_the_view_args_never_the_argv():
+    from ansible_collections.llmops.serving.plugins.module_utils import vllm_instance
+    view = vllm_instance.build_view([{"name": "a", "model": "/m", "args": {"kv-cache-dtype": "fp8", "block_size": 32}}],
+                                    {"device": "cpu", "common_args": {"max_num_seqs": 4}})[0]
+    assert memory.option(view, "kv_cache_dtype") == "fp8" and memory.option(view, "block_size") == 32
+    assert memory.option(view, "max_num_seqs") == 4 and memory.option(view, "max_num_batched_tokens") is None
+    # The rendered argv is not read back.
+    assert memory.option({"name": "a", "argv": ["--model", "/m", "--kv-cache-dtype", "fp8"]}, "kv_cache_dtype") is None
 
 
 # --------------------------------------------------------------- per GPU, summed

@@ -16,6 +16,7 @@ from conftest import FIXTURES, ROOT
 from ansible_collections.llmops.serving.plugins.filter import monitoring as flt
 from ansible_collections.llmops.serving.plugins.module_utils.monitoring import dashboards, rules
 from ansible_collections.llmops.serving.plugins.module_utils import vllm_watchdog as wd
+from ansible_collections.llmops.serving.plugins.module_utils.vllm_instance import instance_paths
 
 # The probe is a role file (installed on the hosts), not module_utils.
 _spec = importlib.util.spec_from_file_location(
@@ -197,13 +198,17 @@ def test_counters_end_in_total():
 
 # --- targets ---------------------------------------------------------------------------
 
-VIEW = [{"name": "a", "unit": "vllm@a.service", "host": "0.0.0.0", "probe_host": "127.0.0.1", "port": 8000,
-         "url": "http://127.0.0.1:8000", "served_name": "big", "gpus": [0, 1], "device": "cuda",
-         "env_path": "/etc/vllm/a.env"},
-        {"name": "b", "unit": "vllm@b.service", "host": "fd00::5", "probe_host": "fd00::5", "port": 8001,
-         "url": "http://[fd00::5]:8001", "served_name": "small", "gpus": None, "device": "cpu"},
-        {"name": "c", "unit": "vllm@c.service", "host": "127.0.0.1", "probe_host": "127.0.0.1", "port": 8002,
-         "url": "http://127.0.0.1:8002", "served_name": "tiny", "gpus": None, "device": "cpu"}]
+def _paths(name):
+    """The view's paths of an instance (the one rule: vllm_instance.instance_paths)."""
+    return instance_paths(name, {})
+
+
+VIEW = [dict({"name": "a", "host": "0.0.0.0", "probe_host": "127.0.0.1", "port": 8000,
+              "url": "http://127.0.0.1:8000", "served_name": "big", "gpus": [0, 1], "device": "cuda"}, **_paths("a")),
+        dict({"name": "b", "host": "fd00::5", "probe_host": "fd00::5", "port": 8001,
+              "url": "http://[fd00::5]:8001", "served_name": "small", "gpus": None, "device": "cpu"}, **_paths("b")),
+        dict({"name": "c", "host": "127.0.0.1", "probe_host": "127.0.0.1", "port": 8002,
+              "url": "http://127.0.0.1:8002", "served_name": "tiny", "gpus": None, "device": "cpu"}, **_paths("c"))]
 SETTINGS = {"groups": {"vllm": ["n1"], "monitoring": ["mon"], "gateway": ["gw"]},
             "fleet_groups": ["vllm", "gateway", "monitoring"], "node_exporter_port": 9100,
             "dcgm_exporter_binary": "/usr/bin/dcgm-exporter", "dcgm_exporter_port": 9400,

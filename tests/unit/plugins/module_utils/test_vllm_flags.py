@@ -11,6 +11,7 @@ import subprocess
 import pytest
 
 from ansible_collections.llmops.serving.plugins.module_utils import vllm_flags as F
+from ansible_collections.llmops.serving.plugins.module_utils.vllm_instance import instance_paths
 
 from conftest import FIXTURES
 
@@ -145,7 +146,9 @@ def test_gpu_indexes_must_exist_and_shares_add_up():
     assert len(probs) == 1 and "adds up to 1.05" in probs[0]["msg"]
 
 
-@pytest.mark.parametrize("port,ok", [(1, True), (65535, True), (0, False), (65536, False), ("http", False)])
+# An instance's port (the rule of module_utils/ports.py): the unprivileged unit cannot bind below 1024.
+@pytest.mark.parametrize("port,ok", [(1024, True), (65535, True), ("8000", True), (1023, False), (1, False), (0, False),
+                                     (65536, False), ("http", False), (True, False)])
 def test_port_range(port, ok):
     probs = F.check_ranges([inst(port=port)], {}, None, "cpu")
     assert (probs == []) is ok
@@ -181,19 +184,25 @@ def test_parse_ss_ipv6_and_wildcards():
     assert [(g["address"], g["port"]) for g in got] == [("::", 8000), ("*", 9000), ("127.0.0.1", 53)]
 
 
+def entry(**kw):
+    """An instance view entry for the port check: the unit name is the view's."""
+    e = inst(**kw)
+    return dict(e, unit=instance_paths(e["name"], {})["unit"])
+
+
 def test_port_owner_rules():
     listeners = [{"address": "0.0.0.0", "port": 8000, "pids": [100], "processes": ["python"]},
                  {"address": "10.0.0.5", "port": 8001, "pids": [200], "processes": ["nginx"]}]
     units = {100: "vllm@a.service", 200: "nginx.service"}
     own = units.get
     # Our own running unit holds the port: fine (a restart will rebind it).
-    assert F.check_ports([inst()], listeners, own, {"a": 100}) == []
+    assert F.check_ports([entry()], listeners, own, {"a": 100}) == []
     # Another instance name on that port: conflict, names the holder.
-    probs = F.check_ports([inst(name="b")], listeners, own, {"b": 0})
+    probs = F.check_ports([entry(name="b")], listeners, own, {"b": 0})
     assert probs[0]["path"] == "vllm_instances[0].port" and "vllm@a.service" in probs[0]["msg"]
     # Different address, no overlap.
-    assert F.check_ports([inst(port=8001, host="127.0.0.1")], listeners, own, {}) == []
-    assert F.check_ports([inst(port=8001, host="0.0.0.0")], listeners, own, {})[0]["kind"] == "port"
+    assert F.check_ports([entry(port=8001, host="127.0.0.1")], listeners, own, {}) == []
+    assert F.check_ports([entry(port=8001, host="0.0.0.0")], listeners, own, {})[0]["kind"] == "port"
 
 
 def test_port_bound_by_this_process_is_found_with_real_ss():
@@ -206,7 +215,7 @@ def test_port_bound_by_this_process_is_found_with_real_ss():
     try:
         out = subprocess.run(["ss", "-Hltnp"], capture_output=True, text=True, check=True).stdout
         listeners = F.parse_ss_listeners(out)
-        probs = F.check_ports([inst(name="x", port=port)], listeners, F.unit_of_pid, {"x": 0})
+        probs = F.check_ports([entry(name="x", port=port)], listeners, F.unit_of_pid, {"x": 0})
         assert len(probs) == 1 and str(port) in probs[0]["msg"]
         if any(lst["pids"] for lst in listeners if lst["port"] == port):
             assert "pid %d" % os.getpid() in probs[0]["msg"]

@@ -58,6 +58,38 @@ def test_view_fields_of_the_default_instance():
     assert v["env"] == {"HF_HUB_OFFLINE": "1", "VLLM_CPU_KVCACHE_SPACE": "1"}
 
 
+def test_view_carries_every_path_of_the_instance_from_the_one_rule():
+    s = settings(unit_dir="/u", config_dir="/c", home="/h", rollback_dir="/r")
+    v = V.build_view([inst(name="m-1")], s)[0]
+    paths = V.instance_paths("m-1", s)
+    assert dict((k, v[k]) for k in paths) == paths
+    assert paths == {
+        "unit": "vllm@m-1.service", "dropin_dir": "/u/vllm@m-1.service.d",
+        "dropin_path": "/u/vllm@m-1.service.d/10-instance.conf", "env_path": "/c/m-1.env",
+        "state_dir": "/h/m-1", "cache_dir": "/h/m-1/cache",
+        "watchdog_unit": "vllm-watchdog@m-1.service", "watchdog_timer": "vllm-watchdog@m-1.timer",
+        "watchdog_dropin_dir": "/u/vllm-watchdog@m-1.service.d",
+        "watchdog_dropin_path": "/u/vllm-watchdog@m-1.service.d/10-instance.conf",
+        "watchdog_state": "/var/lib/vllm-watchdog/m-1.json",
+        "snapshot_dir": "/r/m-1", "snapshot_dropin": "/r/m-1/10-instance.conf", "snapshot_env": "/r/m-1/instance.env",
+        "remove": ["/u/vllm@m-1.service.d", "/c/m-1.env", "/h/m-1"],
+        "watchdog_remove": ["/u/vllm-watchdog@m-1.service.d", "/var/lib/vllm-watchdog/m-1.json"]}
+
+
+def test_watchdog_state_path_is_the_scripts_own():
+    from ansible_collections.llmops.serving.plugins.module_utils import vllm_watchdog
+    assert V.instance_paths("a", {})["watchdog_state"] == vllm_watchdog.state_path("a")
+
+
+def test_snapshot_files_pair_each_file_with_its_place():
+    files = V.snapshot_files(["a", "b"], {"unit_dir": "/u", "config_dir": "/c", "rollback_dir": "/r"})
+    assert [(f["kind"], f["name"], f["path"], f["dest"]) for f in files] == [
+        ("unit", "", "/u/vllm@.service", "/r/vllm@.service"),
+        ("dropin", "a", "/u/vllm@a.service.d/10-instance.conf", "/r/a/10-instance.conf"),
+        ("dropin", "b", "/u/vllm@b.service.d/10-instance.conf", "/r/b/10-instance.conf"),
+        ("env", "a", "/c/a.env", "/r/a/instance.env"), ("env", "b", "/c/b.env", "/r/b/instance.env")]
+
+
 def test_served_name_falls_back_to_the_model_and_lists_stay_lists():
     v = V.build_view([inst(served_model_name=None), inst(name="b", port=8001, served_model_name=["x", "y"])],
                      settings())

@@ -43,7 +43,7 @@ def test_gpu_on_the_real_h200_facts(tmp_path):
     m.mkdir()
     (m / "config.json").write_text(json.dumps(TINY))
     res = run_module({"instances": [{"name": "a", "model": str(m), "gpus": [0], "gpu_memory_utilization": 0.5,
-                                     "max_model_len": 1024, "argv": ["--kv-cache-dtype", "fp8"]},
+                                     "max_model_len": 1024, "args": {"kv_cache_dtype": "fp8"}},
                                     {"name": "tp2", "model": str(m), "tensor_parallel_size": 2}],
                       "gpus": gpus})
     a, tp2 = res["instances"]

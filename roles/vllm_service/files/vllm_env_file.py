@@ -1,0 +1,1 @@
+../../../plugins/module_utils/vllm_env_file.py
