@@ -37,7 +37,6 @@ import argparse
 import http.client
 import json
 import os
-import socket
 import subprocess
 import tempfile
 import threading
@@ -46,6 +45,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import _bed  # the shared test bed (vLLM venv, tiny model, vLLM processes, rendered gateway, runtime API)
 from _bed import KEY, Vllm, admin, pct, tiny_model, vllm_python  # noqa: F401  pylint: disable=unused-import
+# tests/ is on the path _bed set.
+from agent_standin import Agent  # noqa: E402  pylint: disable=wrong-import-position,wrong-import-order
 
 CASES = [  # (hold seconds, restart, client)
     (120, "bare", "plain"), (120, "bare", "openai"),
@@ -54,32 +55,6 @@ CASES = [  # (hold seconds, restart, client)
     (0, "drain", "plain"), (0, "drain", "openai"),
     (120, "agent0", "plain"), (120, "agent3", "plain"), (120, "agent3", "openai"),
 ]
-
-
-class Agent(object):
-    """The gateway agent's answers for a unit state the restart sets (roles/vllm_service/files/vllm-gateway-agent.sh:
-    up when active, else down #STATE), on a loopback port HAProxy's agent-check asks."""
-
-    def __init__(self):
-        self.state = "active"
-        self.sock = socket.socket()
-        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(16)
-        self.port = self.sock.getsockname()[1]
-        threading.Thread(target=self._serve, daemon=True).start()
-
-    def _serve(self):
-        while True:
-            conn, dummy = self.sock.accept()
-            try:
-                conn.settimeout(2)
-                conn.makefile("rb").readline()
-                conn.sendall(("up\n" if self.state == "active" else "down #%s\n" % self.state).encode())
-            except OSError:
-                pass
-            finally:
-                conn.close()
 
 
 def render(workdir, hold, vllm_port, agent_port=None):
@@ -194,17 +169,17 @@ def run_case(vllm, gw_out, gw_port, restart, client, requests, concurrency, rest
                 time.sleep(0.05)
         t0 = time.monotonic()
         if restart.startswith("agent"):
-            agent.state = "deactivating"  # ExecStop= runs: the old server still serves, the agent says down
+            agent.state["tiny"] = "down #deactivating"  # ExecStop= runs: the old server still serves
             time.sleep(int(restart[len("agent"):]))
         vllm.stop()
         info["stopped_s"] = round(time.monotonic() - t0, 2)
         if agent:
-            agent.state = "activating"
+            agent.state["tiny"] = "down #activating"
         vllm.start()
         vllm.wait_healthy()
         if agent:
             plain_request_direct(vllm.port)  # the warmup hook: one completion, then the unit is active
-            agent.state = "active"
+            agent.state["tiny"] = "up"
         info["restart_s"] = round(time.monotonic() - t0, 1)
         if restart == "drain":
             admin(gw_out, "set server %s state ready" % server)

@@ -30,7 +30,6 @@ import http.server
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import threading
@@ -40,6 +39,7 @@ import pytest
 from ansible_cli import ansible_env, ansible_tool  # noqa: E402  pylint: disable=wrong-import-position
 from collection_path import ROOT  # noqa: E402  pylint: disable=wrong-import-position
 from ports import free_port  # noqa: E402  pylint: disable=wrong-import-position
+from agent_standin import Agent  # noqa: E402  pylint: disable=wrong-import-position
 from ansible_collections.llmops.serving.plugins.module_utils import haproxy_runtime  # noqa: E402  pylint: disable=wrong-import-position
 from ansible_collections.llmops.serving.plugins.module_utils import gateway_usage  # noqa: E402  pylint: disable=wrong-import-position
 
@@ -480,34 +480,6 @@ def test_two_gateways_share_the_counters_through_peers(tmp_path):
     finally:
         a.stop()
         b.stop()
-
-
-class Agent(object):
-    """A stand-in for a vLLM host's gateway agent (HAProxy agent-check): reads the instance name, answers
-    what the test set for it (default up), as roles/vllm_service/files/vllm-gateway-agent.sh does."""
-
-    def __init__(self):
-        self.state = {}
-        self.asked = 0
-        self.sock = socket.socket()
-        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(16)
-        self.port = self.sock.getsockname()[1]
-        threading.Thread(target=self._serve, daemon=True).start()
-
-    def _serve(self):
-        while True:
-            conn, dummy = self.sock.accept()
-            try:
-                conn.settimeout(2)
-                line = conn.makefile("rb").readline().decode().strip()
-                self.asked += 1
-                conn.sendall((self.state.get(line, "up") + "\n").encode())
-            except OSError:
-                pass
-            finally:
-                conn.close()
 
 
 AGENT_HOLD_S = 10
