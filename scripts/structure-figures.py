@@ -28,6 +28,8 @@ from jinja2 import nodes
 
 BARE_KEYS = {"when", "changed_when", "failed_when", "until", "that"}
 THRESHOLD = 6
+# What collect() was asked to count (--min-filters).
+SETTINGS = {"threshold": THRESHOLD}
 
 
 class _Loader(yaml.SafeLoader):
@@ -67,7 +69,7 @@ def _top_expressions(tree):
 
 def _filters(expr):
     count = 1 if isinstance(expr, nodes.Filter) else 0
-    return count + sum(1 for _ in expr.find_all(nodes.Filter))
+    return count + sum(1 for dummy in expr.find_all(nodes.Filter))
 
 
 def _names(tree):
@@ -116,7 +118,7 @@ class Figures(object):
                         self.names[role].add(n.name)
         for expr in _top_expressions(tree):
             n = _filters(expr)
-            if n >= THRESHOLD:
+            if n >= SETTINGS["threshold"]:
                 line = line0 + (expr.lineno - 1 if block else 0)
                 self.heavy.append({"file": rel, "line": line, "filters": n, "text": _source(text, expr)[:100]})
 
@@ -150,7 +152,7 @@ class Figures(object):
                 kname = k.value if isinstance(k, yaml.ScalarNode) else None
                 if role is not None and kname in ("vars", "set_fact", "ansible.builtin.set_fact") and isinstance(
                         v, yaml.MappingNode):
-                    for vk, _ in v.value:
+                    for vk, dummy in v.value:
                         if isinstance(vk, yaml.ScalarNode) and vk.value.startswith("_") and not vk.value.startswith("__"):
                             self.names.setdefault(role, set()).add(vk.value)
                 if role is not None and kname in ("register", "loop_var") and isinstance(v, yaml.ScalarNode):
@@ -196,8 +198,7 @@ def _load(path):
 
 
 def collect(root, threshold=THRESHOLD):
-    global THRESHOLD
-    THRESHOLD = threshold
+    SETTINGS["threshold"] = threshold
     figs = Figures(root)
     roles = {}
     roles_dir = os.path.join(root, "roles")

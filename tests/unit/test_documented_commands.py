@@ -142,7 +142,7 @@ def test_to_number_converts_each_value_of_a_mapping():
     from ansible_collections.llmops.serving.plugins.filter.numbers import to_number
     got = to_number({"max_failed": "0", "p99_ttft_ms": None, "min_output_throughput": "0.5", "x": "fast"})
     assert got == {"max_failed": 0, "p99_ttft_ms": None, "min_output_throughput": 0.5, "x": "fast"}
-    assert type(got["max_failed"]) is int
+    assert isinstance(got["max_failed"], int) and not isinstance(got["max_failed"], bool)
 
 
 def test_readme_run_by_hand_block_works_as_pasted(tmp_path):
