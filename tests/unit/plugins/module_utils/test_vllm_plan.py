@@ -1,0 +1,196 @@
+# -*- coding: utf-8 -*-
+"""The change plan (module_utils/vllm_plan.py) on real captures of a node:
+what the vllm_service role read of it (vllm_host_state), the view and the
+hashes of the files it would write (tests/fixtures/plan: capture.yml took
+them from a test bed node with systemd as PID 1 - never converged, converged,
+and converged then changed by hand)."""
+import copy
+import json
+import os
+
+import pytest
+
+from conftest import FIXTURES
+
+from ansible_collections.llmops.serving.plugins.module_utils import vllm_plan as vp
+from ansible_collections.llmops.serving.plugins.filter.vllm_plan import vllm_plan as plan_filter
+
+PLAN = os.path.join(FIXTURES, "plan")
+
+
+def capture(name):
+    with open(os.path.join(PLAN, name + ".json")) as f:
+        data = json.load(f)
+    settings = dict(data["settings"], check_mode=False, rollback=True, drain=True)
+    return data, settings
+
+
+def run(name, files_edit=None, batch=None, **settings_edit):
+    data, settings = capture(name)
+    settings.update(settings_edit)
+    files = copy.deepcopy(data["rendered"])
+    for f in files:
+        if files_edit and (f["kind"], f.get("instance")) in files_edit:
+            f["sha1"] = "0" * 40  # the inventory asks for another content
+    return data, vp.plan(data["view"], data["state"], files, settings, batch)
+
+
+def names(data):
+    return [v["name"] for v in data["view"]]
+
+
+def test_the_captures_are_what_the_role_computed():
+    """The role's own plan of each capture (check mode) is what the function gives for it."""
+    for name in ("fresh", "converged", "drifted"):
+        data, settings = capture(name)
+        settings = dict(data["settings"])
+        assert vp.plan(data["view"], data["state"], data["rendered"], settings) == data["plan"], name
+
+
+def test_a_converged_node_left_alone_has_nothing_to_do():
+    data, p = run("converged")
+    assert len(names(data)) >= 2
+    assert [f for f in p["files"] if f["write"]] == []
+    assert (p["changed"], p["restart"], p["drain"], p["snapshot"], p["apply"], p["ready"], p["reset_failed"],
+            p["remove"]) == ([], [], [], [], [], [], [], [])
+    assert p["was_active"] == names(data) and p["served_before"] == names(data)
+    assert p["has_work"] is False
+
+
+def test_one_changed_option_restarts_drains_snapshots_and_waits_for_that_instance_only():
+    one = capture("converged")[0]["view"][1]["name"]
+    data, p = run("converged", files_edit={("dropin", one)})
+    assert p["write"] == {"unit": False, "dropin": [one], "env": []}
+    assert p["changed"] == p["restart"] == p["drain"] == p["snapshot"] == p["ready"] == [one]
+    assert p["apply"] == [] and p["has_work"] is True
+    assert p["reset_failed"] == ["vllm@%s.service" % one]
+
+
+def test_a_changed_unit_file_or_vllm_install_changes_every_instance():
+    data, p = run("converged", files_edit={("unit", None)})
+    assert p["write"]["unit"] and p["restart"] == p["snapshot"] == names(data)
+    data, p = run("converged", pip_changed=True)
+    assert not p["write"]["unit"] and p["restart"] == p["snapshot"] == names(data)
+
+
+def test_a_never_converged_node_gets_every_file_and_every_unit():
+    data, p = run("fresh")
+    assert all(f["write"] for f in p["files"])
+    assert p["changed"] == p["restart"] == p["ready"] == names(data)
+    assert p["apply"] == [v["unit"] for v in data["view"]]
+    assert p["was_active"] == p["served_before"] == [] and p["remove"] == []
+    # Nothing deployed before: a failed start stops and disables them (first deployment).
+    rb = vp.rollback(p, {"unit": False, "instances": [], "env": []})
+    assert rb["restorable"] == [] and rb["first_deployed"] == rb["stop"] == names(data)
+
+
+def test_a_node_changed_by_hand_names_each_drift():
+    """drifted: one instance's drop-in edited and the instance stopped, another
+    failed, an instance the inventory no longer lists left behind."""
+    data, p = run("drifted")
+    edited, failed = data["drift"]["edited"], data["drift"]["failed"]
+    assert p["write"]["dropin"] == [edited] and p["restart"] == [edited]
+    assert "vllm@%s.service" % failed in p["apply"] and failed in p["ready"]
+    assert "vllm@%s.service" % failed in p["reset_failed"]
+    assert p["remove"] == [data["drift"]["stale"]]
+    assert p["has_work"] is True
+
+
+def test_check_mode_and_no_rollback_take_no_snapshot_but_plan_the_same_restarts():
+    one = capture("converged")[0]["view"][0]["name"]
+    _, p = run("converged", files_edit={("env", one)}, check_mode=True)
+    assert p["snapshot"] == [] and p["restart"] == [one] and p["write"]["env"] == [one]
+    _, p = run("converged", files_edit={("env", one)}, rollback=False)
+    assert p["snapshot"] == [] and p["restart"] == [one]
+
+
+def test_stopped_asks_no_restart_no_readiness_and_stops_the_active_units():
+    data, p = run("converged", service_state="stopped", files_edit={("unit", None)})
+    assert p["restart"] == p["ready"] == p["drain"] == p["reset_failed"] == []
+    assert p["apply"] == [v["unit"] for v in data["view"]]
+
+
+def test_no_drain_without_the_gateway_drain_and_headless_parts_are_never_drained():
+    one = capture("converged")[0]["view"][0]["name"]
+    _, p = run("converged", files_edit={("dropin", one)}, drain=False)
+    assert p["restart"] == [one] and p["drain"] == []
+    data, settings = capture("converged")
+    view = copy.deepcopy(data["view"])
+    view[0]["serves_http"] = False
+    files = [dict(f, sha1="0" * 40) if f.get("instance") == one and f["kind"] == "dropin" else f
+             for f in data["rendered"]]
+    p = vp.plan(view, data["state"], files, settings)
+    assert p["restart"] == [one] and p["drain"] == [] and one not in p["ready"]
+
+
+def test_a_spanning_instance_restarts_on_this_node_when_another_node_changed_it():
+    data, settings = capture("converged")
+    view = copy.deepcopy(data["view"])
+    span = view[1]["name"]
+    view[1]["nodes"] = [data["host"], "worker-1"]
+    p = vp.plan(view, data["state"], data["rendered"], settings, {data["host"]: [], "worker-1": [span]})
+    assert p["changed"] == [] and p["restart"] == [span] and p["has_work"]
+    p = vp.plan(view, data["state"], data["rendered"], settings, {data["host"]: [], "worker-1": []})
+    assert p["restart"] == []
+
+
+def test_rollback_restores_what_it_snapshotted_and_never_stops_what_served_before():
+    one = capture("converged")[0]["view"][0]["name"]
+    _, p = run("converged", files_edit={("dropin", one), ("env", one)})
+    rb = vp.rollback(p, {"unit": False, "instances": [one], "env": [one]})
+    assert rb["touched"] == rb["restorable"] == rb["restore_env"] == rb["restart_old"] == rb["stop"] == [one]
+    assert rb["left_running"] == rb["first_deployed"] == [] and rb["restore_unit"] is False
+    # Nothing in the snapshot (vllm_rollback off): left to systemd, not stopped.
+    rb = vp.rollback(p, {"unit": False, "instances": [], "env": []})
+    assert rb["restorable"] == [] and rb["left_running"] == [one] and rb["stop"] == []
+
+
+def test_the_plan_never_carries_an_env_files_hash():
+    """An env file may hold an API key: its sha1 would let a reader of the plan test guesses."""
+    _, p = run("converged")
+    env = [f for f in p["files"] if f["kind"] == "env"]
+    assert env and all("sha1" not in f for f in env)
+    assert all("sha1" in f for f in p["files"] if f["kind"] != "env")
+
+
+def test_bad_input_is_named():
+    data, settings = capture("converged")
+    del settings["drain"]
+    with pytest.raises(vp.PlanError, match="drain"):
+        vp.plan(data["view"], data["state"], data["rendered"], settings)
+    with pytest.raises(Exception, match="vllm_plan: the plan needs the vllm_host_state"):
+        plan_filter(data["view"], {}, data["rendered"], dict(settings, drain=True))
+    with pytest.raises(vp.PlanError, match="names instance 'nope'"):
+        vp.plan(data["view"], data["state"], [{"kind": "dropin", "instance": "nope", "path": "/x", "sha1": "0"}],
+                dict(settings, drain=True))
+
+
+def test_the_run_phase_gate_is_closed_on_a_noop_and_opens_for_each_kind_of_work():
+    """has_work (tasks/run.yml's one include gate) is false for the converged node left
+    alone, true for each kind of work the run phase does."""
+    data, settings = capture("converged")
+    failed = capture("drifted")[0]["state"]["units"]
+    rollback_dir, link = settings["rollback_dir"], settings["venv_link"]
+
+    def state(**edit):
+        st = copy.deepcopy(data["state"])
+        for key, value in edit.items():
+            st[key] = value
+        return st
+    one = data["view"][0]["name"]
+    cases = {
+        "noop": ({}, {}, None),
+        "restart": ({}, {}, one),
+        "not_active": ({"units": failed}, {}, None),
+        "stop_asked": ({}, {"service_state": "stopped"}, None),
+        "snapshot_left": ({"files": dict(data["state"]["files"], **{rollback_dir: {"exists": True}})}, {}, None),
+        "venv_switch": ({}, {"venv_path": data["state"]["files"][link].get("lnk_source", "") + "-next"}, None),
+        "removed": ({"stale_instances": ["old"]}, {}, None),
+        "probe_all": ({}, {"readiness_check_unchanged": True}, None),
+    }
+    got = {}
+    for case, (st_edit, set_edit, changed) in cases.items():
+        files = [dict(f, sha1="0" * 40) if f.get("instance") == changed and f["kind"] == "dropin" else f
+                 for f in data["rendered"]]
+        got[case] = vp.plan(data["view"], state(**st_edit), files, dict(settings, **set_edit))["has_work"]
+    assert got == {case: case != "noop" for case in cases}, got
