@@ -2,7 +2,7 @@
 # Copyright: llmops.serving contributors
 # Apache License 2.0 (see LICENSE)
 """The change plan of a vLLM host and what its rollback does (docs: vllm_plan.yml,
-vllm_rollback_plan.yml). The rules are in module_utils/vllm_plan.py."""
+vllm_rollback_plan.yml, vllm_plan_summary.yml). The rules are in module_utils/vllm_plan.py."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -29,6 +29,12 @@ def vllm_rollback_plan(plan, snapshot):
     return vp.rollback(plan, snapshot)
 
 
+def vllm_plan_summary(plan, ready=None):
+    if not isinstance(plan, dict) or "restart" not in plan:
+        raise AnsibleFilterError("vllm_plan_summary expects the vllm_plan result, got %s" % type(plan).__name__)
+    return vp.summary(plan, ready if isinstance(ready, dict) else {})
+
+
 class FilterModule(object):
     def filters(self):
-        return {"vllm_plan": vllm_plan, "vllm_rollback_plan": vllm_rollback_plan}
+        return {"vllm_plan": vllm_plan, "vllm_rollback_plan": vllm_rollback_plan, "vllm_plan_summary": vllm_plan_summary}

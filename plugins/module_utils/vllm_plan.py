@@ -147,6 +147,7 @@ def plan(view, state, files, settings, batch_changed=None):
     has_work = bool(restart or apply or ready or snapshot_left or venv_link_stale or remove)
     return {
         "instances": names,
+        "units": dict((v["name"], v["unit"]) for v in view),
         "files": files,
         "write": {"unit": unit_write,
                   "dropin": [f["instance"] for f in files if f["kind"] == "dropin" and f["write"]],
@@ -193,4 +194,21 @@ def rollback(the_plan, snapshot):
         "left_running": left_running,
         "first_deployed": first_deployed,
         "stop": [n for n in touched if n not in left_running],
+    }
+
+
+def summary(the_plan, ready=None):
+    """What a run did by its plan, for the play's report: the files written,
+    the instances restarted (and drained first), started or stopped, removed,
+    and the state the readiness gate found for each one it waited for."""
+    ready = ready or {}
+    units = dict((u, n) for n, u in the_plan["units"].items())
+    return {
+        "changed": bool(the_plan["has_work"] or any(f["write"] for f in the_plan["files"])),
+        "written": [f["path"] for f in the_plan["files"] if f["write"]],
+        "restarted": list(the_plan["restart"]),
+        "drained": list(the_plan["drain"]),
+        "started_or_stopped": [units.get(u, u) for u in the_plan["apply"]],
+        "removed": list(the_plan["remove"]),
+        "ready": dict((n, (ready.get(n) or {}).get("state", "not probed")) for n in the_plan["ready"]),
     }

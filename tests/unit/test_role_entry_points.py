@@ -319,6 +319,11 @@ def test_drift_entry_points_refuse_to_run_without_check(tmp_path, role, entry):
         proc.stdout[-3000:]
 
 
+# Entry points with a required input that only the caller sets.
+REQUIRED_INPUTS = {("verify", "plot"): {"verify_plot_data": {}, "verify_plot_file": "/nonexistent/p.png"},
+                   ("vllm_service", "restart"): {"vllm_restart_instance": "a"}}
+
+
 def test_every_entry_point_validates_with_the_role_defaults(tmp_path):
     # Only the argument validation runs (it is tagged `always`; --tags selects nothing
     # else), so nothing is installed on this machine. A spec whose values cannot
@@ -327,7 +332,7 @@ def test_every_entry_point_validates_with_the_role_defaults(tmp_path):
     calls = [(role, entry) for role in ROLES for entry in sorted(_entry_points(role))]
     tasks = [{"name": "%s %s" % call, "ansible.builtin.include_role": {"name": "llmops.serving." + call[0], "tasks_from": call[1]},
               "tags": ["always"], "ignore_errors": True,
-              "vars": {"verify_plot_data": {}, "verify_plot_file": "/nonexistent/p.png"} if call == ("verify", "plot") else {}}
+              "vars": REQUIRED_INPUTS.get(call, {})}
              for call in calls]
     proc = _playbook(tmp_path, tasks, "--tags", "llmops_validation_only")
     validated = re.findall(r"Validating arguments against arg spec '([a-z_]+)'.*\n(ok|fatal|skipping)", proc.stdout)

@@ -17,7 +17,8 @@ from conftest import ROOT
 TASKS = os.path.join(ROOT, "roles", "vllm_service", "tasks")
 # The main flow's phases (tasks/main.yml); restart/rollback/snapshot/prune/venv
 # only run on a change (their include is gated: checked here too).
-FILES = ["install.yml", "venv.yml", "model.yml", "configure.yml", "run.yml", "run_changes.yml", "watchdog.yml", "agent.yml"]
+FILES = ["install.yml", "venv.yml", "model.yml", "configure.yml", "run.yml", "start.yml", "apply.yml", "finish.yml",
+         "watchdog.yml", "agent.yml"]
 WRITERS = {"apt", "group", "user", "file", "copy", "template", "pip", "file_set", "systemd_service",
            "command", "shell", "vllm_tiny_model", "include_tasks", "include_role"}
 # A `when` naming one of these skips the task on a no-op run.
@@ -81,9 +82,10 @@ RUN_WORK_TERMS = ("vllm_plan.restart", "vllm_plan.apply", "vllm_plan.ready", "vl
                   "vllm_plan.venv_link_stale", "vllm_plan.remove", "vllm_plan.reset_failed", "vllm_plan.drain")
 # Conditions of the run phase that are not the plan's: check mode, and the
 # check-mode preview's "systemd can read this unit" (a never-converged host).
+# The compile cache's collection (finish.yml) is a setting of the fleet, not a change.
 NOT_PLAN = ("ansible_check_mode", "not ansible_check_mode", "_vllm_state.files[_vllm_unit_path].exists",
-            "_vllm_state.files[item.dropin_path].exists | default(false)")
-RUN_PHASE = ("run.yml", "run_changes.yml", "restart.yml")
+            "_vllm_state.files[item.dropin_path].exists | default(false)", "vllm_compile_cache_share | bool")
+RUN_PHASE = ("run.yml", "run_changes.yml", "start.yml", "restart.yml", "apply.yml", "finish.yml")
 
 
 def _clauses(tasks):
@@ -98,19 +100,32 @@ def _clauses(tasks):
             yield from _clauses(task.get(key))
 
 
-def test_every_write_task_of_run_changes_is_gated_by_a_term_of_the_run_phase_gate():
-    """A task added to run_changes.yml whose work the plan's has_work does not see would be
-    skipped on a run that has only that work: each write task's when/loop names a term of it."""
-    with open(os.path.join(TASKS, "run_changes.yml")) as f:
-        tasks = yaml.safe_load(f)
+def test_every_write_task_of_the_run_phase_is_gated_by_a_term_of_the_run_phase_gate():
+    """A task added to the run phase whose work the plan's has_work does not see would be
+    skipped on a run that has only that work (the role alone and playbooks/vllm.yml both
+    skip the phase when has_work is false): each write task's when/loop names a term of it,
+    and restart.yml runs only in a loop over the plan's restart list."""
     ungated = []
-    for task, when in _walk(tasks):
-        if not _module(task) or "rescue" in when.split():
-            continue
-        text = when + " " + str(task.get("loop", ""))
-        if not any(t in text for t in RUN_WORK_TERMS):
-            ungated.append(task.get("name"))
-    assert ungated == [], "run_changes.yml tasks whose work the plan's has_work does not see: %s" % ungated
+    for name in ("start.yml", "apply.yml"):
+        with open(os.path.join(TASKS, name)) as f:
+            tasks = yaml.safe_load(f)
+        for task, when in _walk(tasks):
+            if not _module(task) or "rescue" in when.split():
+                continue
+            text = when + " " + str(task.get("loop", ""))
+            if not any(t in text for t in RUN_WORK_TERMS):
+                ungated.append("%s: %s" % (name, task.get("name")))
+    assert ungated == [], "run-phase tasks whose work the plan's has_work does not see: %s" % ungated
+    callers = []
+    for path in (os.path.join(TASKS, "run_changes.yml"), os.path.join(ROOT, "playbooks", "vllm.yml")):
+        with open(path) as f:
+            doc = yaml.safe_load(f)
+        plays = [p for p in doc if "hosts" in p] or [{"tasks": doc}]
+        for play in plays:
+            for task, clause in _clauses(play.get("tasks")):
+                callers.append((os.path.basename(path), task, clause))
+    loops = [c for c in callers if c[2].startswith("loop: ") and "vllm_plan.restart" in c[2]]
+    assert sorted(c[0] for c in loops) == ["run_changes.yml", "vllm.yml"], callers
 
 
 def test_the_run_phase_decides_nothing_the_plan_did_not_say():

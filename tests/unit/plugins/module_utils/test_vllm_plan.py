@@ -194,3 +194,15 @@ def test_the_run_phase_gate_is_closed_on_a_noop_and_opens_for_each_kind_of_work(
                  for f in data["rendered"]]
         got[case] = vp.plan(data["view"], state(**st_edit), files, dict(settings, **set_edit))["has_work"]
     assert got == {case: case != "noop" for case in cases}, got
+
+
+def test_the_report_says_what_the_run_did_by_its_plan():
+    data, p = run("drifted")
+    got = vp.summary(p, {"a": {"state": "ready"}, "b": {"state": "ready"}})
+    assert got["changed"] and got["restarted"] == got["drained"] == ["a"]
+    assert got["started_or_stopped"] == ["b"] and got["removed"] == ["old"]
+    assert got["ready"] == {"a": "ready", "b": "ready"}
+    assert got["written"] == [f["path"] for f in data["rendered"] if f["kind"] == "dropin" and f["instance"] == "a"]
+    _, p = run("converged")
+    assert vp.summary(p) == {"changed": False, "written": [], "restarted": [], "drained": [], "started_or_stopped": [],
+                             "removed": [], "ready": {}}
