@@ -4,7 +4,8 @@
 """Questions to the vllm_host_state module's result: is a write task a no-op?
 
 The rules live in module_utils/vllm_host_state.py (file_same, file_set_same).
-Docs: vllm_file_same.yml, vllm_file_set_same.yml, vllm_file_set_paths.yml next to this file.
+Docs: vllm_file_same.yml, vllm_file_set_paths.yml next to this file. The file_set
+action plugin (its host_state) applies file_set_same itself.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -23,13 +24,6 @@ def vllm_file_same(stat, content, mode="0644", owner="root", group="root"):
     return hs.file_same(stat, hs.sha1_text(content), mode, owner, group)
 
 
-def vllm_file_set_same(stats, directories=None, files=None):
-    if not isinstance(stats, dict):
-        raise AnsibleFilterError("vllm_file_set_same expects the vllm_host_state module's files, got %s"
-                                 % type(stats).__name__)
-    return hs.file_set_same(stats, directories or [], files or [])
-
-
 def vllm_file_set_paths(directories, files=None):
     return hs.file_set_paths(directories or [], files or [])
 
@@ -38,6 +32,5 @@ class FilterModule(object):
     def filters(self):
         return {
             "vllm_file_same": vllm_file_same,
-            "vllm_file_set_same": vllm_file_set_same,
             "vllm_file_set_paths": vllm_file_set_paths,
         }

@@ -23,6 +23,8 @@ description:
     before/after entry (file content, or the changed owner/group/mode).
   - Not for secrets; the content is a module argument (use C(ansible.builtin.template) with C(no_log) for
     files that hold keys).
+  - With O(host_state) the action plugin decides on the controller, from the host state read before any change,
+    whether the module needs to run at all (the write gate of the vllm_service role, one rule for every write).
 options:
   directories:
     description: Directories to ensure; each entry names one (O(directories[].path)) or several (O(directories[].paths)) with the same owner, group and mode.
@@ -46,6 +48,13 @@ options:
       owner: {description: Owner name., type: str, default: root}
       group: {description: Group name., type: str, default: root}
       mode: {description: Mode as an octal string (C("0644")., type: str, default: "0644"}
+  host_state:
+    description:
+      - The C(files) of the M(llmops.serving.vllm_host_state) module's result (path -> stat), read before any change.
+        Handled on the controller by the action plugin - when the host already holds every directory and file as
+        asked (same sha1 of the content, owner, group and mode), the task ends there with no change and no host
+        round trip; otherwise the module runs as usual. A path the state does not describe counts as different.
+    type: dict
 author:
   - llmops.serving contributors (!UNKNOWN)
 """
@@ -183,6 +192,8 @@ def main():
             files=dict(type="list", elements="dict", default=[],
                        options=dict(entry, content=dict(type="str", required=True),
                                     mode=dict(type="str", default="0644"))),
+            # The action plugin's (plugins/action/file_set.py): never passed to the module.
+            host_state=dict(type="dict"),
         ),
         supports_check_mode=True,
     )

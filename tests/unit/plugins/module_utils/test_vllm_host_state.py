@@ -64,17 +64,17 @@ def test_file_set_same_uses_file_set_defaults(tmp_path):
     files = [{"path": f, "content": "print('hi')\n", "mode": "0755", "owner": ME, "group": MY_GROUP}]
     stats = hs.HostState(None).read({"files": hs.file_set_paths(dirs, files)})["files"]
     assert hs.file_set_paths(dirs, files) == [d, f]
-    assert hf.vllm_file_set_same(stats, dirs, files)
+    assert hs.file_set_same(stats, dirs, files)
     os.chmod(d, 0o700)
     stats = hs.HostState(None).read({"files": [d, f]})["files"]
-    assert not hf.vllm_file_set_same(stats, dirs, files)  # dir mode drift
-    assert not hf.vllm_file_set_same(stats, [], [dict(files[0], content="print('bye')\n")])
-    assert not hf.vllm_file_set_same({}, [], files)  # a path not read
+    assert not hs.file_set_same(stats, dirs, files)  # dir mode drift
+    assert not hs.file_set_same(stats, [], [dict(files[0], content="print('bye')\n")])
+    assert not hs.file_set_same({}, [], files)  # a path not read
     # An entry of another shape (molecule/vllm_production's side effect hit one): unsure, so the write runs.
     os.chmod(d, 0o755)
     stats = hs.HostState(None).read({"files": [d, f]})["files"]
-    assert not hf.vllm_file_set_same(stats, dirs, files + ["%s/other" % d])
-    assert not hf.vllm_file_set_same({f: "not a stat"}, [], files)
+    assert not hs.file_set_same(stats, dirs, files + ["%s/other" % d])
+    assert not hs.file_set_same({f: "not a stat"}, [], files)
 
 
 def test_venv_versions_from_real_dist_info():

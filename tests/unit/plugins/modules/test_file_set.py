@@ -58,3 +58,36 @@ def test_check_run_noop_drift_and_bad_paths(tmp_path):
     assert res[10].get("failed") and "%s exists and is not a directory" % plain in res[10]["msg"]
     assert res[11].get("failed") and "the directory of %s does not exist" % (tmp_path / "missing" / "f") in res[11]["msg"]
     assert res[12].get("failed") and "must be absolute" in res[12]["msg"]
+
+
+def test_the_write_gate_decides_on_the_controller_from_the_host_state(tmp_path):
+    """host_state (the action plugin): with the real vllm_host_state module's read of
+    the files, a set the host already holds ends on the controller (ok, no change, no
+    module run: a hand edit made after the read is NOT seen, which proves the module
+    did not run); with a fresh read the edit is found, shown in check mode with
+    --diff, and fixed; a host_state of another shape fails, naming the fix."""
+    d = tmp_path / "d"
+    conf = d / "unit.conf"
+    args = {"directories": [{"path": str(d), "owner": USER, "group": GROUP, "mode": "0750"}],
+            "files": [{"path": str(conf), "content": "[Service]\nX=1\n", "owner": USER, "group": GROUP}]}
+    read = {"llmops.serving.vllm_host_state": {"files": [str(d), str(conf)]}}
+    res = run(tmp_path, [
+        file_set(args),                                                          # 0 first write
+        dict(read, register="st1"),                                              # 1 host state read
+        file_set(dict(args, host_state="{{ st1.files }}")),                      # 2 same: ends on the controller
+        {"ansible.builtin.shell": "printf 'X=2\\n' > %s" % conf},                # 3 a hand edit after the read
+        file_set(dict(args, host_state="{{ st1.files }}")),                      # 4 stale read: not seen
+        {"ansible.builtin.command": "cat %s" % conf},                            # 5
+        dict(read, register="st2"),                                              # 6 a fresh read
+        file_set(dict(args, host_state="{{ st2.files }}"), check_mode=True, diff=True),  # 7
+        file_set(dict(args, host_state="{{ st2.files }}")),                      # 8 fixed
+        {"ansible.builtin.command": "cat %s" % conf},                            # 9
+        file_set(dict(args, host_state="not a dict")),                           # 10
+    ])
+    assert res[0]["changed"]
+    assert res[2]["host_state_same"] is True and not res[2]["changed"] and res[2]["changed_paths"] == []
+    assert res[4]["host_state_same"] is True and res[5]["stdout"] == "X=2"
+    assert res[7]["host_state_same"] is False and res[7]["changed"] and res[7]["changed_paths"] == [str(conf)]
+    assert res[7]["diff"][0]["before"] == "X=2\n" and res[7]["diff"][0]["after"] == "[Service]\nX=1\n"
+    assert res[8]["changed"] and res[9]["stdout"] == "[Service]\nX=1"
+    assert res[10]["failed"] and "host_state must be the files of the vllm_host_state" in res[10]["msg"]
