@@ -98,9 +98,9 @@ def test_a_node_changed_by_hand_names_each_drift():
 
 def test_check_mode_and_no_rollback_take_no_snapshot_but_plan_the_same_restarts():
     one = capture("converged")[0]["view"][0]["name"]
-    _, p = run("converged", files_edit={("env", one)}, check_mode=True)
+    dummy, p = run("converged", files_edit={("env", one)}, check_mode=True)
     assert p["snapshot"] == [] and p["restart"] == [one] and p["write"]["env"] == [one]
-    _, p = run("converged", files_edit={("env", one)}, rollback=False)
+    dummy, p = run("converged", files_edit={("env", one)}, rollback=False)
     assert p["snapshot"] == [] and p["restart"] == [one]
 
 
@@ -112,7 +112,7 @@ def test_stopped_asks_no_restart_no_readiness_and_stops_the_active_units():
 
 def test_no_drain_without_the_gateway_drain_and_headless_parts_are_never_drained():
     one = capture("converged")[0]["view"][0]["name"]
-    _, p = run("converged", files_edit={("dropin", one)}, drain=False)
+    dummy, p = run("converged", files_edit={("dropin", one)}, drain=False)
     assert p["restart"] == [one] and p["drain"] == []
     data, settings = capture("converged")
     view = copy.deepcopy(data["view"])
@@ -136,7 +136,7 @@ def test_a_spanning_instance_restarts_on_this_node_when_another_node_changed_it(
 
 def test_rollback_restores_what_it_snapshotted_and_never_stops_what_served_before():
     one = capture("converged")[0]["view"][0]["name"]
-    _, p = run("converged", files_edit={("dropin", one), ("env", one)})
+    dummy, p = run("converged", files_edit={("dropin", one), ("env", one)})
     rb = vp.rollback(p, {"unit": False, "instances": [one], "env": [one]})
     assert rb["touched"] == rb["restorable"] == rb["restore_env"] == rb["restart_old"] == rb["stop"] == [one]
     assert rb["left_running"] == rb["first_deployed"] == [] and rb["restore_unit"] is False
@@ -147,7 +147,7 @@ def test_rollback_restores_what_it_snapshotted_and_never_stops_what_served_befor
 
 def test_the_plan_never_carries_an_env_files_hash():
     """An env file may hold an API key: its sha1 would let a reader of the plan test guesses."""
-    _, p = run("converged")
+    dummy, p = run("converged")
     env = [f for f in p["files"] if f["kind"] == "env"]
     assert env and all("sha1" not in f for f in env)
     assert all("sha1" in f for f in p["files"] if f["kind"] != "env")
@@ -203,6 +203,6 @@ def test_the_report_says_what_the_run_did_by_its_plan():
     assert got["started_or_stopped"] == ["b"] and got["removed"] == ["old"]
     assert got["ready"] == {"a": "ready", "b": "ready"}
     assert got["written"] == [f["path"] for f in data["rendered"] if f["kind"] == "dropin" and f["instance"] == "a"]
-    _, p = run("converged")
+    dummy, p = run("converged")
     assert vp.summary(p) == {"changed": False, "written": [], "restarted": [], "drained": [], "started_or_stopped": [],
                              "removed": [], "ready": {}}
