@@ -32,10 +32,18 @@ def systemd_exec_quote(argv):
     return vllm_args.systemd_exec(argv)
 
 
+def vllm_args_setting(instances, common_args, option):
+    """vllm_instances, vllm_common_args -> the variables that set ``option`` (module_utils/vllm_args.py)."""
+    if not isinstance(common_args or {}, dict):
+        raise AnsibleFilterError("vllm_args_setting expects vllm_common_args as a dict, got %s" % type(common_args).__name__)
+    return vllm_args.args_setting(instances, common_args, option)
+
+
 class FilterModule(object):
     def filters(self):
         return {
             "vllm_cli_args": vllm_cli_args,
             "vllm_instance_argv": vllm_instance_argv,
             "systemd_exec_quote": systemd_exec_quote,
+            "vllm_args_setting": vllm_args_setting,
         }

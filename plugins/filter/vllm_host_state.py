@@ -4,7 +4,7 @@
 """Questions to the vllm_host_state module's result: is a write task a no-op?
 
 The rules live in module_utils/vllm_host_state.py (file_same, file_set_same).
-Docs: vllm_file_same.yml, vllm_file_set_paths.yml next to this file. The file_set
+Docs: vllm_file_same.yml, vllm_existing_paths.yml, vllm_state_paths.yml next to this file. The file_set
 action plugin (its host_state) applies file_set_same itself.
 """
 
@@ -24,13 +24,21 @@ def vllm_file_same(stat, content, mode="0644", owner="root", group="root"):
     return hs.file_same(stat, hs.sha1_text(content), mode, owner, group)
 
 
-def vllm_file_set_paths(directories, files=None):
-    return hs.file_set_paths(directories or [], files or [])
+def vllm_existing_paths(paths, stats):
+    if not isinstance(stats, dict):
+        raise AnsibleFilterError("vllm_existing_paths expects the vllm_host_state module's files, got %s"
+                                 % type(stats).__name__)
+    return hs.existing(paths, stats)
+
+
+def vllm_state_paths(view, paths=None, file_sets=None):
+    return hs.state_paths(view, paths, file_sets)
 
 
 class FilterModule(object):
     def filters(self):
         return {
             "vllm_file_same": vllm_file_same,
-            "vllm_file_set_paths": vllm_file_set_paths,
+            "vllm_existing_paths": vllm_existing_paths,
+            "vllm_state_paths": vllm_state_paths,
         }

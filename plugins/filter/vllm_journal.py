@@ -1,8 +1,8 @@
 # -*- coding: utf-8 -*-
 # Copyright: llmops.serving contributors
 # Apache License 2.0 (see LICENSE)
-"""Filter that picks the failed start and its cause out of a vLLM unit's journal
-(tasks/rollback.yml of the vllm_service role)."""
+"""Filters that pick the failed start and its cause out of a vLLM unit's journal,
+and a failed task's error in one line (tasks/rollback.yml of the vllm_service role)."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -21,6 +21,14 @@ def vllm_journal_excerpt(text, max_lines=30):
     return vllm_journal.excerpt(text or "", max_lines=int(max_lines))
 
 
+def vllm_failed_error(result):
+    """``ansible_failed_result`` -> its error in one line (module_utils/vllm_journal.py ``failed_error``)."""
+    if result is not None and not isinstance(result, dict):
+        raise AnsibleFilterError("vllm_failed_error expects a task result (ansible_failed_result), got %s"
+                                 % type(result).__name__)
+    return vllm_journal.failed_error(result)
+
+
 class FilterModule(object):
     def filters(self):
-        return {"vllm_journal_excerpt": vllm_journal_excerpt}
+        return {"vllm_journal_excerpt": vllm_journal_excerpt, "vllm_failed_error": vllm_failed_error}

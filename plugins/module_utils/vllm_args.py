@@ -193,3 +193,13 @@ def systemd_quote(arg):
 
 def systemd_exec(argv):
     return " ".join(systemd_quote(a) for a in argv)
+
+
+def args_setting(instances, common_args, option):
+    """The variables that set ``option`` (dashes or underscores): ``vllm_common_args``
+    and/or ``vllm_instances[NAME].args``, in that order."""
+    def sets(args):
+        return option in [str(k).replace("-", "_") for k in (args or {})]
+    out = ["vllm_common_args"] if sets(common_args) else []
+    out += ["vllm_instances[%s].args" % i.get("name") for i in instances or [] if sets(i.get("args"))]
+    return out

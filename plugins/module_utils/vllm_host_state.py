@@ -340,3 +340,27 @@ def _file_set_same(stats, directories, files):
                          entry.get("owner") or "root", entry.get("group") or "root"):
             return False
     return True
+
+
+def existing(paths, stats):
+    """The ``paths`` the host state (``stats``: path -> stat_path result) shows as existing, in order."""
+    stats = stats or {}
+    return [p for p in paths or [] if (stats.get(p) or {}).get("exists")]
+
+
+def state_paths(view, paths=None, file_sets=None):
+    """Every path the host state reads for the vllm_service role, once each, in order:
+    ``paths``, then each instance's drop-in, env file and watchdog drop-in, its model when it is a path,
+    then the paths of each file_set call (``file_sets``: [{directories, files}])."""
+    out = list(paths or [])
+    for key in ("dropin_path", "env_path", "watchdog_dropin_path"):
+        out.extend(v[key] for v in view or [])
+    out.extend(v["model"] for v in view or [] if str(v.get("model", "")).startswith("/"))
+    for entry in file_sets or []:
+        out.extend(file_set_paths(entry.get("directories") or [], entry.get("files") or []))
+    seen, unique = set(), []
+    for p in out:
+        if p not in seen:
+            seen.add(p)
+            unique.append(p)
+    return unique

@@ -96,3 +96,14 @@ def excerpt(text, max_lines=30, tail=5):
         out.extend(rest[-tail:])
     return {"cause": cause(block[first:]) or cause(block), "lines": out, "start_index": idx,
             "starts": len(all_starts)}
+
+
+def failed_error(result):
+    """The error of a failed task result (``ansible_failed_result``), in one line: its
+    ``msg`` and, for a loop, the ``msg`` of each failed item, joined by ' / '."""
+    result = result or {}
+    msgs = [result.get("msg") or ""]
+    for item in result.get("results") or []:
+        if isinstance(item, dict) and item.get("failed"):
+            msgs.append(item.get("msg") or "")
+    return " / ".join(str(m) for m in msgs if m)

@@ -200,7 +200,8 @@ def rollback(the_plan, snapshot):
 def summary(the_plan, ready=None):
     """What a run did by its plan, for the play's report: the files written,
     the instances restarted (and drained first), started or stopped, removed,
-    and the state the readiness gate found for each one it waited for."""
+    the state the readiness gate found for each one it waited for, and the
+    instances serving now."""
     ready = ready or {}
     units = dict((u, n) for n, u in the_plan["units"].items())
     return {
@@ -211,4 +212,7 @@ def summary(the_plan, ready=None):
         "started_or_stopped": [units.get(u, u) for u in the_plan["apply"]],
         "removed": list(the_plan["remove"]),
         "ready": dict((n, (ready.get(n) or {}).get("state", "not probed")) for n in the_plan["ready"]),
+        # Serving now: ready in this run, or active before it and not restarted (the compile cache collects from these).
+        "serving": [n for n in the_plan["instances"] if (ready.get(n) or {}).get("state") == "ready"
+                    or (n in the_plan["was_active"] and n not in the_plan["restart"])],
     }

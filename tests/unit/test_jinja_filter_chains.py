@@ -15,23 +15,9 @@ _spec = importlib.util.spec_from_file_location("structure_figures", os.path.join
 figures = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(figures)
 
-# Still in roles/vllm_service: the plan work (issue 30 item 1) replaces these
-# expressions with the plan computed in Python; until then at most this many
-# 6+-filter expressions per file. Lower a count (or drop the file) when the plan
-# work removes one; never raise one, never add a file.
-ALLOWED = {
-    "roles/vllm_service/tasks/agent.yml": 1,
-    "roles/vllm_service/tasks/compile_cache_collect.yml": 1,
-    "roles/vllm_service/tasks/configure.yml": 3,
-    "roles/vllm_service/tasks/install.yml": 1,
-    "roles/vllm_service/tasks/preflight.yml": 1,
-    "roles/vllm_service/tasks/prune.yml": 1,
-    "roles/vllm_service/tasks/rollback.yml": 3,
-    "roles/vllm_service/tasks/run_changes.yml": 3,
-    "roles/vllm_service/tasks/snapshot.yml": 3,
-    "roles/vllm_service/tasks/watchdog.yml": 1,
-    "roles/vllm_service/vars/main.yml": 3,
-}
+# Files allowed some 6+-filter expressions: none since the change plan (issue 30
+# item 1) and the last chains moved into filters. Never add one.
+ALLOWED = {}
 
 
 def _heavy():
@@ -50,8 +36,8 @@ def test_no_jinja_expression_chains_six_filters():
                       "plugins/filter/ + plugins/module_utils/):\n" + "\n".join(over))
 
 
-def test_the_allowlist_is_only_vllm_service():
-    assert all(path.startswith("roles/vllm_service/") for path in ALLOWED)
+def test_the_allowlist_is_empty():
+    assert ALLOWED == {}
 
 
 def test_the_counter_counts_filters_on_the_parse_tree():

@@ -10,6 +10,7 @@ import subprocess
 
 import pytest
 
+from ansible_collections.llmops.serving.plugins.module_utils import vllm_args
 from ansible_collections.llmops.serving.plugins.module_utils import vllm_flags as F
 from ansible_collections.llmops.serving.plugins.module_utils.vllm_instance import instance_paths
 
@@ -112,7 +113,6 @@ def test_gpu_memory_utilization_from_common_args_names_common_path():
 
 def test_instance_option_wins_over_common_however_spelled():
     """common tensor-parallel-size 8, instance tensor_parallel_size 2: the checks and the argv see 2 only."""
-    from ansible_collections.llmops.serving.plugins.module_utils import vllm_args
     common = {"tensor-parallel-size": 8}
     own = inst(gpus=[0, 1], args={"tensor_parallel_size": 2})
     assert F.check_ranges([own], common, 8, "cuda") == []
@@ -333,3 +333,10 @@ def test_int_or_none_is_the_one_rule_for_inventory_integers():
     """vllm_instance and vllm_multinode read ports, sizes and GPU counts through it."""
     assert [F.int_or_none(v) for v in (8, "8", " 8", None, True, "x", "8.5")] == [8, 8, 8, None, None, None, None]
     assert F.int_or_none(None, 1) == 1 and F.int_or_none(False, 1) == 1
+
+
+def test_the_variables_that_set_an_option_are_named():
+    instances = [{"name": "a", "args": {"shutdown-timeout": 5}}, {"name": "b"}, {"name": "c", "args": None}]
+    assert vllm_args.args_setting(instances, {"shutdown_timeout": 1}, "shutdown_timeout") == [
+        "vllm_common_args", "vllm_instances[a].args"]
+    assert vllm_args.args_setting(instances, {}, "max_num_seqs") == []

@@ -210,3 +210,14 @@ def test_tiny_model_current_with_a_preset_needs_every_shard(tmp_path):
     write(str(model / plan["shards"][3]["file"]), "x")
     assert st.read({"tiny_model": params})["tiny_model_current"] is True
     assert st.read({"tiny_model": {"path": "/srv/models/l3"}})["tiny_model_current"] is False  # the tiny shape
+
+
+def test_existing_and_state_paths():
+    stats = {"/a": {"exists": True}, "/b": {"exists": False}}
+    assert hs.existing(["/b", "/a", "/c"], stats) == ["/a"]
+    view = [{"dropin_path": "/d/a.conf", "env_path": "/e/a.env", "watchdog_dropin_path": "/w/a.conf", "model": "/m/tiny"},
+            {"dropin_path": "/d/b.conf", "env_path": "/e/b.env", "watchdog_dropin_path": "/w/b.conf", "model": "org/hub-id"}]
+    got = hs.state_paths(view, ["/unit", "/e/a.env"], [{"directories": [{"paths": ["/opt", "/opt/bin"]}],
+                                                       "files": [{"path": "/opt/bin/x", "content": ""}]}])
+    assert got == ["/unit", "/e/a.env", "/d/a.conf", "/d/b.conf", "/e/b.env", "/w/a.conf", "/w/b.conf", "/m/tiny",
+                   "/opt", "/opt/bin", "/opt/bin/x"]

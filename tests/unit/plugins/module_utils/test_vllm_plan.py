@@ -203,6 +203,9 @@ def test_the_report_says_what_the_run_did_by_its_plan():
     assert got["started_or_stopped"] == ["b"] and got["removed"] == ["old"]
     assert got["ready"] == {"a": "ready", "b": "ready"}
     assert got["written"] == [f["path"] for f in data["rendered"] if f["kind"] == "dropin" and f["instance"] == "a"]
+    assert got["serving"] == ["a", "b"]
+    # a restarted and not ready, b failed before the run: neither serves.
+    assert vp.summary(p, {"a": {"state": "failed"}})["serving"] == []
     dummy, p = run("converged")
     assert vp.summary(p) == {"changed": False, "written": [], "restarted": [], "drained": [], "started_or_stopped": [],
-                             "removed": [], "ready": {}}
+                             "removed": [], "ready": {}, "serving": ["a", "b"]}
