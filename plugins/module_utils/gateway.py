@@ -117,10 +117,28 @@ def _index(views):
     return out
 
 
+def _adapters(model, members):
+    """The LoRA adapters (vllm_view's ``lora_adapters``) every instance of a backend serves: the
+    gateway routes their names there. One that only some of them serve cannot be routed (a
+    request could reach an instance without it): the error names it and the fix."""
+    held = [(host, view, set(a["name"] for a in view.get("lora_adapters") or [])) for host, view in members]
+    every = set.intersection(*[h for dummy, dummy2, h in held]) if held else set()
+    for host, view, names in held:
+        for name in sorted(names - every):
+            lacking = ["%s/%s" % (h, v["name"]) for h, v, n in held if name not in n]
+            raise GatewayConfigError(
+                "LoRA adapter %s is served by %s/%s but not by %s, all behind model %s at the gateway: a request "
+                "for it could reach an instance without it. List it in lora_adapters of every instance of %s, or "
+                "give those instances their own served_model_name" % (name, host, view["name"], ", ".join(lacking),
+                                                                      model, model))
+    return sorted(every)
+
+
 def build_backends(views, settings):
     """The gateway's backends: a sorted list of dicts.
 
-    ``{"name", "model", "aliases", "servers": [{"name", "address", "port", "endpoint", "host", "instance",
+    ``{"name", "model", "aliases" (other served names, and the LoRA adapters every server serves),
+    "servers": [{"name", "address", "port", "endpoint", "host", "instance",
     "agent_port", "agent_addr"}]}``: ``agent_port`` (0: none) and ``agent_addr`` ('' = the server's address)
     of the host's gateway agent (``agent()``).
     """
@@ -170,7 +188,8 @@ def build_backends(views, settings):
                                 endpoint=endpoint, host=host, instance=view["name"],
                                 **agent(host, view, settings)))
         backends.append(dict(name=backend_name(model), model=model,
-                             aliases=sorted(aliases.get(model, set())), servers=servers))
+                             aliases=sorted(aliases.get(model, set()) | set(_adapters(model, groups[model]))),
+                             servers=servers))
     names = {}
     for b in backends:
         for n in [b["model"]] + b["aliases"]:

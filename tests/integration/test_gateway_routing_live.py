@@ -123,7 +123,10 @@ class Echo(object):
 
 
 def view(name, served, port):
-    return {"name": name, "served_name": served, "served_model_name": served, "host": "127.0.0.1", "port": port}
+    # tiny's instances all serve the LoRA adapter tiny-sql (the gateway routes its name to them).
+    lora = [{"name": "tiny-sql", "path": "/srv/lora/sql", "base": None}] if served == "tiny" else []
+    return {"name": name, "served_name": served, "served_model_name": served, "host": "127.0.0.1", "port": port,
+            "lora_adapters": lora}
 
 
 def render(tmp_path, routing, extra=None, gateways=("localhost",), agents=None):
@@ -241,6 +244,18 @@ def gateway(tmp_path_factory):
     gw = Gateway(out, port)
     yield gw
     gw.stop()
+
+
+def test_a_lora_adapter_goes_to_its_base_models_instances_and_the_runtime_routes_never_pass(gateway):
+    """Issue 33 item 2: the name of an adapter every instance of tiny serves reaches tiny's
+    instances; the runtime LoRA routes (they load files from the host) are refused at the
+    gateway, even with a model in the body."""
+    gateway.idle()
+    status, dummy, data = gateway.post("/v1/completions", {"model": "tiny-sql", "prompt": "hi"})
+    assert status == 200 and data.split("/")[1].startswith("tiny"), (status, data)
+    for path in ("/v1/load_lora_adapter", "/v1/unload_lora_adapter"):
+        status, dummy, data = gateway.post(path, {"model": "tiny", "lora_name": "x", "lora_path": "/etc"})
+        assert status == 404, (path, status, data)
 
 
 def chat(gw, session=None, user=None, text="Hello"):

@@ -310,3 +310,23 @@ def test_peers_filter_reads_each_host_from_hostvars(tmp_path):
         "msg": "{{ groups['gw'] | llmops.serving.gateway_peers(hostvars, 10000) }}"}})
     got = run_tasks(tmp_path, tasks)[-1]["msg"]
     assert got == [{"name": "gw1", "address": "10.0.0.1", "port": 10000}, {"name": "gw2", "address": "10.0.0.9", "port": 10001}]
+
+
+def test_lora_adapters_route_to_the_instances_that_serve_them():
+    """Issue 33 item 2: an adapter every instance of a model serves is routed there by its name."""
+    def lora(v, *names):
+        return dict(v, lora_adapters=[{"name": n, "path": "/srv/lora/" + n, "base": None} for n in names])
+    fleet = {"n1": [lora(view(port=8301), "sql", "chat")], "n2": [lora(view(port=8302), "sql", "chat")],
+             "n3": [view(name="big", served="big", port=8303)]}
+    backends = gw.build_backends(fleet, SETTINGS)
+    assert gw.model_map(backends) == {"big": "m_big", "tiny": "m_tiny", "sql": "m_tiny", "chat": "m_tiny"}
+    fleet["n2"] = [lora(view(port=8302), "sql")]
+    with pytest.raises(gw.GatewayConfigError, match=r"LoRA adapter chat is served by n1/default but not by "
+                                                    r"n2/default, all behind model tiny"):
+        gw.build_backends(fleet, SETTINGS)
+
+
+def test_the_runtime_lora_routes_never_pass_the_gateway():
+    with open(os.path.join(ROOT, "roles", "gateway", "templates", "haproxy.cfg.j2")) as f:
+        text = f.read()
+    assert "http-request deny deny_status 404 if { path_beg /v1/load_lora_adapter /v1/unload_lora_adapter }" in text
