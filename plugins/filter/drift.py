@@ -10,7 +10,7 @@ __metaclass__ = type
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.llmops.serving.plugins.module_utils import drift
-from ansible_collections.llmops.serving.plugins.module_utils.drift import flash_attn, gateway, gpustack, ray, venv, vllm
+from ansible_collections.llmops.serving.plugins.module_utils.drift import flash_attn, gateway, gpustack, lora, ray, venv, vllm
 
 PLAYBOOK = "playbooks/drift.yml"
 
@@ -73,6 +73,11 @@ def vllm_venv_drift_rows(data, host):
                  hint="roles/vllm_service/tasks/drift.yml", expects="a dict with 'venv' and 'cmdlines'")
 
 
+def vllm_lora_drift_rows(data, host):
+    return _rows("vllm_lora_drift_rows", data, host, lora.lora_rows, required=("results",),
+                 hint="roles/vllm_service/tasks/drift.yml")
+
+
 def drift_collect(targets, hostvars):
     if not isinstance(targets, dict):
         raise AnsibleFilterError("drift_collect expects {component: [hosts]} (see %s), got %s"
@@ -91,6 +96,7 @@ class FilterModule(object):
         return {
             "vllm_drift_rows": vllm_drift_rows,
             "vllm_venv_drift_rows": vllm_venv_drift_rows,
+            "vllm_lora_drift_rows": vllm_lora_drift_rows,
             "gateway_drift_rows": gateway_drift_rows,
             "flash_attn_drift_rows": flash_attn_drift_rows,
             "drift_table": drift_table,

@@ -37,6 +37,7 @@ options:
     suboptions:
       name: {description: The adapter's name., type: str, required: true}
       path: {description: The adapter directory on the host., type: path, required: true}
+      base: {description: Ignored (the instance view's entries carry it; vllm_service checks it before any change)., type: str}
   exclusive:
     description: Unload the adapters the server serves that O(adapters) does not list.
     type: bool
@@ -98,7 +99,8 @@ def main():
         argument_spec=dict(
             connection_argument_spec(),
             adapters=dict(type="list", elements="dict", required=True,
-                          options=dict(name=dict(type="str", required=True), path=dict(type="path", required=True))),
+                          options=dict(name=dict(type="str", required=True), path=dict(type="path", required=True),
+                                       base=dict(type="str"))),
             exclusive=dict(type="bool", default=True),
             instance=dict(type="str"),
         ),

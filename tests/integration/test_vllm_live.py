@@ -453,6 +453,7 @@ def test_lora_adapters_change_at_runtime_while_the_base_model_serves(tiny_model,
     second one and unloads both while a bounded load of requests to the base model runs:
     0 of them fail; the adapters answer while loaded and 404 once unloaded."""
     import threading  # pylint: disable=import-outside-toplevel
+    from ansible_collections.llmops.serving.plugins.module_utils.drift import lora as drift_lora  # noqa: E501  pylint: disable=import-outside-toplevel
     from ansible_collections.llmops.serving.plugins.module_utils import vllm_lora  # pylint: disable=import-outside-toplevel
     from ansible_collections.llmops.serving.plugins.module_utils.vllm_instance import build_view  # noqa: E501  pylint: disable=import-outside-toplevel
     paths = {}
@@ -492,6 +493,13 @@ def test_lora_adapters_change_at_runtime_while_the_base_model_serves(tiny_model,
         assert vc.VllmClient(srv.url, timeout=60).completion("chat", "hi", max_tokens=2)["ok"]
         again = run_module("vllm_lora", {"url": srv.url, "adapters": both})
         assert again["changed"] is False and again["loaded"] == again["unloaded"] == [], again
+        # Drift (issue 33 item 5): the inventory lists sql and a third adapter; chat was loaded by hand.
+        listed = [both[0], {"name": "extra", "path": paths["chat"] + "-extra"}]
+        seen = run_module("vllm_lora", {"url": srv.url, "adapters": listed}, check=True)
+        rows = drift_lora.lora_rows("n1", {"results": [dict(seen, item={"name": "rt", "lora_adapters": listed})]})
+        assert [(r["instance"], r["expected"], r["found"]) for r in rows] == [
+            ("rt", "adapter extra served", "not served"),
+            ("rt", "no adapter chat (not in lora_adapters)", "served (loaded at runtime)")], rows
         none = run_module("vllm_lora", {"url": srv.url, "adapters": []})
         assert none["unloaded"] == ["chat", "sql"] and none["adapters"] == [], none
         assert vc.VllmClient(srv.url, timeout=60).completion("sql", "hi")["status"] == 404

@@ -55,6 +55,8 @@ BAD_INPUTS = [
     ("tp_uni", ["tensor_parallel_size", "uni", "distributed_executor_backend: mp"]),
     ("model_len", ["vllm_instances[1].args.max_model_len = 4096", "max_position_embeddings 2048"]),
     ("unreadable_model", ["vllm_instances[1].model /srv/models/tiny-private", "cannot be read by the service user vllm"]),
+    ("lora_other_base", ["adapter other (vllm_instances[1].lora_adapters[0])",
+                         "made for base model 'meta-llama/Llama-3.1-8B'", "base:"]),
 ]
 
 
