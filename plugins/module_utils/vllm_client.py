@@ -229,14 +229,15 @@ def _error_message(probe):
 
 
 def parse_models(body):
-    """``/v1/models`` JSON -> list of ``{id, root, max_model_len, owned_by}``."""
+    """``/v1/models`` JSON -> list of ``{id, root, max_model_len, owned_by, parent}`` (``parent``: the base
+    model of a LoRA adapter, None for a base model)."""
     out = []
     if not isinstance(body, dict):
         return out
     for m in body.get("data") or []:
         if isinstance(m, dict):
             out.append({"id": m.get("id"), "root": m.get("root"), "max_model_len": m.get("max_model_len"),
-                        "owned_by": m.get("owned_by")})
+                        "owned_by": m.get("owned_by"), "parent": m.get("parent")})
     return out
 
 

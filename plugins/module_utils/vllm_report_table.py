@@ -17,8 +17,8 @@ __metaclass__ = type
 from datetime import datetime
 
 COLUMNS = ("HOST", "INSTANCE", "STATE", "VERSION", "MODEL", "KV_TOKENS", "KV_PRED", "MAX_CONC", "USAGE",
-           "READY_S", "FIRST_S", "TTFT_P50", "RESTARTS", "WATCHDOG", "NODES_DOWN")
-FORMAT = "%-16s %-10s %-8s %-8s %-10s %10s %10s %9s %7s %8s %8s %9s %-9s %-10s %s"
+           "READY_S", "FIRST_S", "TTFT_P50", "RESTARTS", "WATCHDOG", "LORA", "NODES_DOWN")
+FORMAT = "%-16s %-10s %-8s %-8s %-10s %10s %10s %9s %7s %8s %8s %9s %-9s %-10s %-10s %s"
 MISSING = "-"
 
 
@@ -81,7 +81,8 @@ def row_cells(row):
             number(None if missing(row.get("kv_cache_usage_perc")) else _times100(row.get("kv_cache_usage_perc")), "%.1f%%"),
             number(row.get("ready_after_s"), "%.1f"), number(row.get("first_request_s"), "%.3f"),
             number(row.get("warm_ttft_p50_s"), "%.3fs"), restarts_cell(row.get("restarts")),
-            watchdog_cell(row.get("watchdog")), nodes_cell(row.get("nodes_down")))
+            watchdog_cell(row.get("watchdog")), ",".join(row.get("lora_adapters") or []) or MISSING,
+            nodes_cell(row.get("nodes_down")))
 
 
 def nodes_cell(nodes):
@@ -154,6 +155,8 @@ def report_row(host, read, ready=None, nodes_health=None):
         "first_request_s": first,
         "warmup": dict((k, v) for k, v in warm.items() if k != "changed"),
         "nodes_down": ((nodes_health or {}).get(name) or {}).get("missing", []),
+        # The LoRA adapters the instance serves now (/v1/models entries with a parent).
+        "lora_adapters": [m["id"] for m in health.get("models") or [] if isinstance(m, dict) and m.get("parent")],
     }
 
 

