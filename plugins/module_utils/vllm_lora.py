@@ -78,8 +78,8 @@ def check(index, inst):
                             % (who, index, key, var))
     if args.get("enable_lora") is False:
         problems.append("%s: args.enable_lora is false but %s lists adapters" % (who, var))
-    served = [str(s) for s in (inst.get("served_model_name") if isinstance(inst.get("served_model_name"), list)
-                              else [inst.get("served_model_name") or inst.get("model")])]
+    served = inst.get("served_model_name")
+    served = [str(s) for s in (served if isinstance(served, list) else [served or inst.get("model")])]
     seen = set()
     for j, a in enumerate(value):
         here = "%s[%d]" % (var, j)
@@ -155,7 +155,7 @@ def _same_base(named, model, base):
     """The adapter's base_model_name_or_path names the instance's base model: equal, or the
     same last path part (a hub id vs its local copy), case-insensitive."""
     def last(s):
-        return str(s).rstrip("/").split("/")[-1].lower()
+        return str(s).rstrip("/").rsplit("/", maxsplit=1)[-1].lower()
     wanted = [w for w in (base, model) if w]
     return any(str(named) == str(w) or last(named) == last(w) for w in wanted)
 
@@ -183,12 +183,12 @@ def check_on_host(entry, ident, unreadable):
         try:
             cfg = _load_json(os.path.join(path, CONFIG))
         except (IOError, OSError, ValueError) as exc:
-            problems.append("%s: %s/%s cannot be read as JSON (%s): is it a PEFT LoRA adapter?" % (here, path, CONFIG,
-                                                                                                 exc))
+            problems.append("%s: %s/%s cannot be read as JSON (%s): is it a PEFT LoRA adapter?"
+                            % (here, path, CONFIG, exc))
             continue
         if str(cfg.get("peft_type", "LORA")).upper() != "LORA":
-            problems.append("%s: %s says peft_type %s: vLLM serves LoRA adapters only" % (here, CONFIG,
-                                                                                         cfg.get("peft_type")))
+            problems.append("%s: %s says peft_type %s: vLLM serves LoRA adapters only"
+                            % (here, CONFIG, cfg.get("peft_type")))
             continue
         named = cfg.get("base_model_name_or_path")
         if named and not _same_base(named, model, a.get("base")):

@@ -32,7 +32,7 @@ def test_the_cause_is_vllms_exception_not_the_hooks_echo():
 
 
 def test_the_failed_error_in_one_line():
-    loop = {"msg": "One or more items failed", "results": [{"failed": False, "msg": "ok"},
-                                                            {"failed": True, "msg": "vllm@a: not ready after 600 s"}]}
+    items = [{"failed": False, "msg": "ok"}, {"failed": True, "msg": "vllm@a: not ready after 600 s"}]
+    loop = {"msg": "One or more items failed", "results": items}
     assert vllm_journal.failed_error(loop) == "One or more items failed / vllm@a: not ready after 600 s"
     assert vllm_journal.failed_error({"msg": "boom"}) == "boom" and vllm_journal.failed_error(None) == ""

@@ -73,8 +73,8 @@ def test_the_host_check_on_real_adapters(tmp_path):
     model = tiny_model(tmp_path / "tiny")
     good = str(tmp_path / "lora" / "good")
     cfg = vllm_lora.write_adapter(good, model, rank=8)
-    assert cfg["base_model_name_or_path"] == model and sorted(os.listdir(good)) == ["adapter_config.json",
-                                                                                  "adapter_model.safetensors"]
+    assert cfg["base_model_name_or_path"] == model
+    assert sorted(os.listdir(good)) == ["adapter_config.json", "adapter_model.safetensors"]
     header = tm.read_header(os.path.join(good, "adapter_model.safetensors"))[0]
     assert header["base_model.model.model.layers.0.self_attn.q_proj.lora_A.weight"]["shape"][0] == 8
     other = str(tmp_path / "lora" / "other")
