@@ -147,11 +147,12 @@ def iso(text):
 def control_inventory(tmp_path, host):
     """An inventory source added after molecule's: HOST restarts without any of the protections - no drain,
     no gateway agent (vllm_gateway_agent_port 0: the gateway's agent-check finds nobody and its /health
-    checks alone decide) and so no stop delay. With the agent and no stop delay the control failed 0 of
-    392 requests in CI (2026-12-04): the agent's down came before vLLM's SIGTERM errors reached anyone."""
+    checks alone decide) and so no stop delay, and vLLM's abort on SIGTERM (vllm_shutdown_timeout 0). With the
+    agent and no stop delay the control failed 0 of 392 requests in CI (2026-12-04): the agent's down came
+    before vLLM's SIGTERM errors reached anyone; with no agent but vLLM's 60 s graceful shutdown, 0 of 672."""
     path = tmp_path / "control.yml"
     path.write_text(json.dumps({"all": {"hosts": {host: {"vllm_gateway_drain": False, "vllm_gateway_agent_port": 0,
-                                                         "vllm_gateway_stop_delay": 0}}}}))
+                                                         "vllm_gateway_stop_delay": 0, "vllm_shutdown_timeout": 0}}}}))
     return str(path)
 
 
