@@ -34,6 +34,7 @@ import os
 import re
 import struct
 
+from ansible_collections.llmops.serving.plugins.module_utils import vllm_args
 from ansible_collections.llmops.serving.plugins.module_utils import vllm_tiny_model
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
@@ -61,7 +62,7 @@ def adapters(inst):
 def check(index, inst):
     """Problems of ``inst``'s lora_adapters (list of str; empty = fine)."""
     value = inst.get("lora_adapters")
-    args = dict((str(k).lstrip("-").replace("-", "_"), v) for k, v in (inst.get("args") or {}).items())
+    args = dict((vllm_args.normalize_key(k), v) for k, v in (inst.get("args") or {}).items())
     who, var = _who(index, inst), "vllm_instances[%d].lora_adapters" % index
     problems = []
     if value is None:
@@ -111,7 +112,7 @@ def options(inst):
     found = adapters(inst)
     if not found:
         return {}
-    args = dict((str(k).lstrip("-").replace("-", "_"), v) for k, v in (inst.get("args") or {}).items())
+    args = dict((vllm_args.normalize_key(k), v) for k, v in (inst.get("args") or {}).items())
     base = inst.get("served_model_name")
     base = (base[0] if isinstance(base, list) and base else base) or inst.get("model")
     out = {"enable_lora": True}

@@ -36,11 +36,10 @@ class LoraRuntime(object):
 
     def running(self):
         """{adapter name: path} of what the server serves now."""
-        r = self.client.get("/v1/models")
-        data = (r.get("json") or {}).get("data") if isinstance(r.get("json"), dict) else None
-        if not r["ok"] or not isinstance(data, list):
+        r = self.client.models()  # vllm_client.parse_models: id, root, parent
+        if not r["ok"]:
             raise LoraError("%s: GET /v1/models failed: %s" % (self._who(), r.get("error") or r.get("text")))
-        return dict((m["id"], m.get("root")) for m in data if isinstance(m, dict) and m.get("parent"))
+        return dict((m["id"], m["root"]) for m in r["models"] if m["parent"])
 
     def _post(self, path, body):
         r = self.client._request("POST", path, json=body)  # pylint: disable=protected-access
