@@ -149,11 +149,20 @@ def control_inventory(tmp_path, host):
     no gateway agent (vllm_gateway_agent_port 0: the gateway's agent-check finds nobody and its /health
     checks alone decide) and so no stop delay, and vLLM's abort on SIGTERM (vllm_shutdown_timeout 0). With the
     agent and no stop delay the control failed 0 of 392 requests in CI (2026-12-04): the agent's down came
-    before vLLM's SIGTERM errors reached anyone; with no agent but vLLM's 60 s graceful shutdown, 0 of 672."""
-    path = tmp_path / "control.yml"
-    path.write_text(json.dumps({"all": {"hosts": {host: {"vllm_gateway_drain": False, "vllm_gateway_agent_port": 0,
-                                                         "vllm_gateway_stop_delay": 0, "vllm_shutdown_timeout": 0}}}}))
-    return str(path)
+    before vLLM's SIGTERM errors reached anyone; with no agent but vLLM's 60 s graceful shutdown, 0 of 672.
+
+    A directory with its own host_vars/HOST.yml, not host variables in an inventory file: molecule writes
+    the scenario's host_vars (vllm_gateway_agent_port 8322 for drift-2) beside its inventory, and an
+    inventory's host_vars directory outranks any inventory file's host variables - the control's
+    agent port 0 was overridden and its agent kept answering (CI 2026-12-04). Of two sources' host_vars
+    directories the later one wins."""
+    src = tmp_path / "control"
+    (src / "host_vars").mkdir(parents=True)
+    (src / "hosts.json").write_text(json.dumps({"all": {"hosts": {host: {}}}}))
+    (src / "host_vars" / ("%s.yml" % host)).write_text(json.dumps({
+        "vllm_gateway_drain": False, "vllm_gateway_agent_port": 0, "vllm_gateway_stop_delay": 0,
+        "vllm_shutdown_timeout": 0}))
+    return str(src)
 
 
 def phase(name, *args, control=None, extra_inventory=None):
@@ -334,7 +343,7 @@ def test_drift_reports_the_venv_in_use(tmp_path):
 
     The inventory's own settings: the hosts the phase did not touch are clean, and a switched host's drop-in
     and unit file differ (ExecStart names the other venv, the control's ExecStop= is gone; RestartSec
-    is the phase's 8).
+    is the phase's 8); the control's gateway agent is missing.
     """
     proc, dummy = playbook("drift.yml", "--check", json_out=False, report_dir=str(tmp_path))
     assert proc.returncode == 2, proc.stdout[-3000:] + proc.stderr
@@ -346,6 +355,10 @@ def test_drift_reports_the_venv_in_use(tmp_path):
     assert venv_rows["drift-1"]["expected"] == STATE_VENV["base"]
     assert venv_rows["drift-1"]["found"].startswith(STATE_VENV["new"])
     # Nothing else differs but what the phase changed on the switched hosts: the drop-in (ExecStart names the
-    # other venv) and the unit file (RestartSec 8); the untouched hosts and the gateway are clean.
-    assert {r["component"] for r in rows} <= {"venv_in_use", "dropin", "unit_file"}, rows
+    # other venv) and the unit file (RestartSec 8), and on the control the gateway agent it ran without (its
+    # files gone, its socket stopped); the untouched hosts and the gateway are clean.
+    assert {r["component"] for r in rows} <= {"venv_in_use", "dropin", "unit_file", "gateway_agent"}, rows
     assert {r["host"] for r in rows} == set(SWITCHED), rows
+    agent_rows = [r for r in rows if r["component"] == "gateway_agent"]
+    assert {r["host"] for r in agent_rows} == {CONTROL}, rows
+    assert any(r["found"] == "missing" for r in agent_rows), agent_rows

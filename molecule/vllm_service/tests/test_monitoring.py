@@ -72,6 +72,10 @@ def test_every_dashboard_query_returns_data(host):
         for title, expr in dashboards.panel_queries(dash):
             if "DCGM_" in expr:
                 continue  # no GPU (and no dcgm-exporter) on the CPU test node
+            if 'job="gateway"' in expr:
+                # No gateway in this scenario: its counters' names and labels are checked on a real capture of
+                # HAProxy serving usage.lua (tests/unit/plugins/module_utils/test_monitoring.py).
+                continue
             checked += 1
             q = urllib.parse.quote(dashboards.concrete(expr, "1m"))
             if not _get(host, "/query?query=" + q)["result"]:

@@ -56,11 +56,12 @@ def instance_paths(name, settings):
         "snapshot_dir": "%s/%s" % (rollback, name),
         "snapshot_dropin": "%s/%s/10-instance.conf" % (rollback, name),
         "snapshot_env": "%s/%s/instance.env" % (rollback, name),
-        # What the role deletes when the inventory no longer lists the instance (run_changes.yml,
-        # watchdog.yml): its drop-in directory, env file and state (caches included); the
-        # watchdog's drop-in directory and state file.
-        "remove": [dropin_dir, env_path, state_dir],
-        "watchdog_remove": [watchdog_dropin_dir, watchdog_state],
+        # What the role removes when the inventory no longer lists the instance (tasks/finish.yml, one
+        # llmops.serving.leftovers call): its units, the watchdog's timer first (a round it starts
+        # against deleted files fails: CI 2026-12-04), then its drop-in directory, env file and state
+        # (caches included), the watchdog's drop-in directory and state file.
+        "remove_units": ["vllm-watchdog@%s.timer" % name, "vllm-watchdog@%s.service" % name, "vllm@%s.service" % name],
+        "remove": [dropin_dir, env_path, state_dir, watchdog_dropin_dir, watchdog_state],
     }
 
 

@@ -72,8 +72,9 @@ def test_view_carries_every_path_of_the_instance_from_the_one_rule():
         "watchdog_dropin_path": "/u/vllm-watchdog@m-1.service.d/10-instance.conf",
         "watchdog_state": "/var/lib/vllm-watchdog/m-1.json",
         "snapshot_dir": "/r/m-1", "snapshot_dropin": "/r/m-1/10-instance.conf", "snapshot_env": "/r/m-1/instance.env",
-        "remove": ["/u/vllm@m-1.service.d", "/c/m-1.env", "/h/m-1"],
-        "watchdog_remove": ["/u/vllm-watchdog@m-1.service.d", "/var/lib/vllm-watchdog/m-1.json"]}
+        "remove_units": ["vllm-watchdog@m-1.timer", "vllm-watchdog@m-1.service", "vllm@m-1.service"],
+        "remove": ["/u/vllm@m-1.service.d", "/c/m-1.env", "/h/m-1",
+                   "/u/vllm-watchdog@m-1.service.d", "/var/lib/vllm-watchdog/m-1.json"]}
 
 
 def test_watchdog_state_path_is_the_scripts_own():
