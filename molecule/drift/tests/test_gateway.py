@@ -134,6 +134,18 @@ def task_windows(result):
     return out
 
 
+def slowest_tasks(result, n=12):
+    """The N longest tasks of the run (seconds, task name; a task of two batches counts twice): where a phase's
+    playbook time goes, in its PHASE line."""
+    out = []
+    for play in result["plays"]:
+        for task in play["tasks"]:
+            dur = task["task"].get("duration") or {}
+            if dur.get("start") and dur.get("end"):
+                out.append((round(iso(dur["end"]) - iso(dur["start"]), 1), task["task"]["name"][-90:]))
+    return sorted(out, reverse=True)[:n]
+
+
 DRAIN = "Drain the instance at the gateway before its restart"
 BACK = "Put the instance back in rotation at the gateway"
 RESTART = "Restart the instance"
@@ -200,7 +212,8 @@ def phase(name, *args, control=None, extra_inventory=None):
         drained_part=window(rec, 0, control_lo),
         hosts={h: {k: v for k, v in f.items() if k not in ("lo", "hi")} for h, f in hosts.items()},
         restarted=sorted(n for n in NODES if unit_props(n)["ExecMainStartTimestamp"] != before[n]["ExecMainStartTimestamp"]),
-        failures=sorted(set(r[3] for r in rec if not r[2]))[:5])
+        failures=sorted(set(r[3] for r in rec if not r[2]))[:5],
+        slowest=slowest_tasks(result) if result else [])
     BENCH[name] = figures
     with open(os.path.join(os.environ["MOLECULE_EPHEMERAL_DIRECTORY"], "gateway-bench.json"), "w") as f:
         json.dump(BENCH, f, indent=2)
