@@ -223,6 +223,15 @@ class Gateway(object):
         conn.close()
         return resp.status, dict((k.lower(), v) for k, v in resp.getheaders()), data
 
+    def get(self, path, key=KEY):
+        """(status, body text) of one GET on a new connection."""
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=10)
+        conn.request("GET", path, headers={"Authorization": "Bearer " + key} if key else {})
+        resp = conn.getresponse()
+        data = resp.read().decode()
+        conn.close()
+        return resp.status, data
+
     def ask(self, path, body, headers=None):
         """The server that answered one request of a sequential client (no other request in flight)."""
         self.idle()
@@ -256,6 +265,19 @@ def test_a_lora_adapter_goes_to_its_base_models_instances_and_the_runtime_routes
     for path in ("/v1/load_lora_adapter", "/v1/unload_lora_adapter"):
         status, dummy, data = gateway.post(path, {"model": "tiny", "lora_name": "x", "lora_path": "/etc"})
         assert status == 404, (path, status, data)
+
+
+def test_the_model_list_is_the_fleets_not_one_backends(gateway):
+    """GET /v1/models is answered by the gateway (models.lua): every model and adapter it routes, in OpenAI's
+    list shape; passed to a backend, a client saw one server's answer (here its name, from vLLM one model)."""
+    status, body = gateway.get("/v1/models")
+    assert status == 200, body
+    listed = json.loads(body)
+    assert listed["object"] == "list", listed
+    assert [m["id"] for m in listed["data"]] == ["chat", "docs", "tiny", "tiny-sql"], listed
+    assert {(m["object"], m["owned_by"]) for m in listed["data"]} == {("model", "vllm")}, listed
+    assert gateway.get("/v1/models", key=None)[0] == 401
+    assert gateway.get("/v1/models", key="not-a-key")[0] == 401
 
 
 def chat(gw, session=None, user=None, text="Hello"):
@@ -357,7 +379,7 @@ def test_without_a_hold_a_model_with_no_server_answers_503_at_once(tmp_path):
     p, out, port, dummy = render(tmp_path, "leastconn", {"gateway_hold_timeout": 0})
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-2000:]
     cfg = (out / "haproxy.cfg").read_text()
-    assert "lua-load" not in cfg and "llmops_hold" not in cfg
+    assert "hold.lua" not in cfg and "llmops_hold" not in cfg
     gw = Gateway(out, port)
     try:
         for n in NODES:
@@ -427,6 +449,17 @@ def test_requests_over_the_window_limit_get_429_in_the_clients_shape(limited):
     # The table holds digests, never a key.
     table = limited.admin("show table st_llm_keys")
     assert LIMITED not in table and TEAM not in table and hashlib_hex(LIMITED) in table, table
+
+
+def test_a_key_lists_only_the_models_it_may_use(limited):
+    """A key for chat only (gateway_api_keys.chat) lists chat; the key for every model lists them all.
+    The list is not a request to a model: it never reaches a server and no limit counts it."""
+    posts = served(limited)
+    lists = {name: json.loads(limited.get("/v1/models", key=key)[1]) for name, key in (("team", TEAM), ("free", FREE))}
+    assert {n: [m["id"] for m in v["data"]] for n, v in lists.items()} == {"team": ["chat"], "free": ["chat"]}, lists
+    status, body = limited.get("/v1/models", key=LIMITED)
+    assert status == 200 and [m["id"] for m in json.loads(body)["data"]] == ["chat", "docs", "tiny", "tiny-sql"], body
+    assert served(limited) == posts
 
 
 def served(gw):

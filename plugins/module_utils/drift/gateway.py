@@ -16,7 +16,7 @@ def gateway_rows(host, data):
     ``data`` keys: ``config_path``/``config`` (haproxy.cfg template result),
     ``dropin_path``/``dropin``, ``models_path``/``models`` (model map copy
     result), ``hold_path``/``hold`` (hold.lua copy result; absent with the hold off), ``usage_path``/``usage``
-    (usage.lua copy result), ``keys_path``/``keys_changed`` (key map: only whether it changed,
+    (usage.lua copy result), ``models_lua_path``/``models_lua`` (models.lua copy result), ``keys_path``/``keys_changed`` (key map: only whether it changed,
     the result is secret), ``file_stats`` ({path: exists}), ``installed``
     (haproxy binary present), ``service`` (``systemctl show`` stdout).
     """
@@ -29,7 +29,8 @@ def gateway_rows(host, data):
                                          ("gateway_dropin", "dropin_path", "dropin"),
                                          ("gateway_models_map", "models_path", "models"),
                                          ("gateway_hold_lua", "hold_path", "hold"),
-                                         ("gateway_usage_lua", "usage_path", "usage")):
+                                         ("gateway_usage_lua", "usage_path", "usage"),
+                                         ("gateway_models_lua", "models_lua_path", "models_lua")):
         path = data.get(path_key)
         if path is None:
             continue
