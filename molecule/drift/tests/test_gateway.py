@@ -13,7 +13,7 @@ same run, serial order last, the control: drift-2 (drift-3 in the full roll)
 switched the same way with the drain and the graceful stop off (which must show
 failed requests, so the zeros of the drained restarts mean something); then its
 drift rows. Figures (per phase and per restarted host's
-window) go to $MOLECULE_EPHEMERAL_DIRECTORY/gateway-bench.json and the PHASE
+window) go to $MOLECULE_EPHEMERAL_DIRECTORY/gateway-bench.json (and reports/test/drift-gateway-bench.json) and the PHASE
 lines of the log.
 """
 import json
@@ -25,7 +25,7 @@ import http.client
 
 import pytest
 
-from test_drift import NODES, UNIT, playbook, sh, unit_props  # noqa: F401  pylint: disable=import-error
+from test_drift import NODES, ROOT, UNIT, playbook, sh, unit_props  # noqa: F401  pylint: disable=import-error
 
 GW = "drift-gw"
 PORT = 8310
@@ -215,8 +215,14 @@ def phase(name, *args, control=None, extra_inventory=None):
         failures=sorted(set(r[3] for r in rec if not r[2]))[:5],
         slowest=slowest_tasks(result) if result else [])
     BENCH[name] = figures
-    with open(os.path.join(os.environ["MOLECULE_EPHEMERAL_DIRECTORY"], "gateway-bench.json"), "w") as f:
-        json.dump(BENCH, f, indent=2)
+    # Also under reports/test/ (kept after the run, as CI keeps its logs: pytest shows a passing test's
+    # PHASE line nowhere, and molecule destroys the ephemeral directory).
+    reports = os.path.join(ROOT, "reports", "test")
+    os.makedirs(reports, exist_ok=True)
+    for path in (os.path.join(os.environ["MOLECULE_EPHEMERAL_DIRECTORY"], "gateway-bench.json"),
+                 os.path.join(reports, "drift-gateway-bench.json")):
+        with open(path, "w") as f:
+            json.dump(BENCH, f, indent=2)
     print("PHASE %s %s" % (name, json.dumps(figures)))
     return proc, result, figures
 
