@@ -62,6 +62,21 @@ NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 REPO_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*(/[A-Za-z0-9][A-Za-z0-9._-]*)?$")
 
 
+DEFAULT_MODELS_DIR = "/srv/models"
+
+
+def dest_of(entry, models_dir):
+    """Where a models_list entry lives on the hosts: its ``dest``, else ``models_dir``/NAME."""
+    return entry.get("dest") or "%s/%s" % ((models_dir or DEFAULT_MODELS_DIR).rstrip("/"), entry.get("name"))
+
+
+def dests(models, models_dir):
+    """{name: directory on the hosts} of the models_list entries that have a name (other roles read
+    where the models role puts a model: vllm_service's lora_adapters[].source)."""
+    return dict((m["name"], dest_of(m, models_dir)) for m in models or []
+                if isinstance(m, dict) and isinstance(m.get("name"), str))
+
+
 class ModelSpecError(Exception):
     """A models_list entry that cannot be supplied; the message names the key and the fix."""
 
@@ -104,7 +119,7 @@ def validate(models, models_dir, var="models_list"):
         spec = dict(name=name, source=source,
                     allow_patterns=_patterns(entry, "allow_patterns", where),
                     ignore_patterns=_patterns(entry, "ignore_patterns", where),
-                    dest=entry.get("dest") or "%s/%s" % (models_dir.rstrip("/"), name),
+                    dest=dest_of(entry, models_dir),
                     manifest=None)
         if not spec["dest"].startswith("/"):
             raise ModelSpecError("%s.dest must be an absolute path on the hosts; got %r" % (where, spec["dest"]))

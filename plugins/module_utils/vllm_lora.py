@@ -3,11 +3,15 @@
 # Apache License 2.0 (see LICENSE)
 """LoRA adapters of a vLLM instance, as data (issue 33 item 1).
 
-An instance declares ``lora_adapters: [{name, path, base}]``: ``name`` is what
-clients send as ``model``, ``path`` the adapter directory on the host (PEFT's
-``adapter_config.json`` + ``adapter_model.safetensors``), ``base`` (optional)
-the base model the adapter was trained on when its ``adapter_config.json``
-names it otherwise than the instance's model does.
+An instance declares ``lora_adapters: [{name, path | source, base}]``: ``name``
+is what clients send as ``model``, ``path`` the adapter directory on the host
+(PEFT's ``adapter_config.json`` + ``adapter_model.safetensors``), or ``source``
+the name of a ``models_list`` entry: the models role fetches the adapter once
+(hub, mirror, controller), fans it out verified by sha256 and drift names a copy
+that differs; its path is that entry's directory (``dest``, else
+``models_dir``/NAME). ``base`` (optional) is the base model the adapter was
+trained on when its ``adapter_config.json`` names it otherwise than the
+instance's model does.
 
 - ``check(index, inst)``: the inventory's problems (controller, before any change);
 - ``options(inst)``: what the role adds to the instance's vLLM options -
@@ -38,7 +42,7 @@ from ansible_collections.llmops.serving.plugins.module_utils import vllm_args
 from ansible_collections.llmops.serving.plugins.module_utils import vllm_tiny_model
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
-ENTRY_KEYS = ("name", "path", "base")
+ENTRY_KEYS = ("name", "path", "source", "base")
 # vLLM's default --max-lora-rank (0.25-0.32).
 DEFAULT_MAX_LORA_RANK = 16
 # Options the list renders: set through lora_adapters, never by hand.
@@ -47,69 +51,89 @@ CONFIG = "adapter_config.json"
 WEIGHTS = "adapter_model.safetensors"
 
 
-def _who(index, inst):
-    return "instance %s (vllm_instances[%d])" % (inst.get("name"), index)
-
-
-def adapters(inst):
-    """The instance's adapters, normalized ([] when none)."""
+def adapters(inst, model_dests=None):
+    """The instance's adapters, normalized ([] when none); a ``source`` resolved to its models_list
+    entry's directory (``model_dests``: model_source.dests)."""
     out = []
     for a in inst.get("lora_adapters") or []:
-        out.append({"name": str(a["name"]), "path": str(a["path"]), "base": str(a["base"]) if a.get("base") else None})
+        path = a.get("path") or (model_dests or {}).get(a.get("source"))
+        out.append({"name": str(a["name"]), "path": str(path), "base": str(a["base"]) if a.get("base") else None})
     return out
 
 
-def check(index, inst):
-    """Problems of ``inst``'s lora_adapters (list of str; empty = fine)."""
+def _location_problem(here, a, model_dests):
+    """The adapter's path or source, exactly one; a source must name a models_list entry."""
+    path, source = a.get("path"), a.get("source")
+    if path is not None and source is not None:
+        return ("%s has both path and source: give one (source: the models_list entry the models role "
+                "supplies; path: a directory already on the host)" % here)
+    if source is not None:
+        if isinstance(source, str) and source in model_dests:
+            return None
+        known = ", ".join(sorted(model_dests)) or "none"
+        return ("%s.source %r is not the name of a models_list entry (names: %s): declare the adapter in "
+                "models_list (source hf, modelscope, http or controller, see docs/models.md: fetched once, fanned "
+                "out, verified by sha256) or give its path on the host" % (here, source, known))
+    if not isinstance(path, str) or not path.startswith("/"):
+        return ("%s.path %r must be the absolute path of the adapter directory on the host "
+                "(adapter_config.json and its weights), or give source: a models_list entry's name"
+                % (here, path))
+    return None
+
+
+def check(index, inst, model_dests=None):
+    """Problems of ``inst``'s lora_adapters (list of str; empty = fine). ``model_dests``: the
+    models_list entries' directories (model_source.dests), what ``source`` may name."""
     value = inst.get("lora_adapters")
     args = dict((vllm_args.normalize_key(k), v) for k, v in (inst.get("args") or {}).items())
-    who, var = _who(index, inst), "vllm_instances[%d].lora_adapters" % index
+    # checks.py names the instance before each message.
+    var = "vllm_instances[%d].lora_adapters" % index
     problems = []
     if value is None:
         if "lora_modules" in args:
-            problems.append("%s: vllm_instances[%d].args.lora_modules is rendered by the role: list the adapters as "
-                            "%s: [{name, path}] instead (the role adds --enable-lora, --max-loras and --lora-modules, "
-                            "and checks each adapter against the base model before any change)" % (who, index, var))
+            problems.append("vllm_instances[%d].args.lora_modules is rendered by the role: list the adapters as "
+                            "%s: [{name, path | source}] instead (the role adds --enable-lora, --max-loras and "
+                            "--lora-modules, and checks each adapter against the base model before any change)"
+                            % (index, var))
         return problems
     if not isinstance(value, (list, tuple)) or not value:
-        return ["%s: %s must be a non-empty list of {name, path[, base]} (or left out)" % (who, var)]
+        return ["%s must be a non-empty list of {name, path | source[, base]} (or left out)" % var]
     for key in RENDERED:
         if key in args:
-            problems.append("%s: vllm_instances[%d].args.%s is rendered from %s: remove it from args"
-                            % (who, index, key, var))
+            problems.append("vllm_instances[%d].args.%s is rendered from %s: remove it from args"
+                            % (index, key, var))
     if args.get("enable_lora") is False:
-        problems.append("%s: args.enable_lora is false but %s lists adapters" % (who, var))
+        problems.append("args.enable_lora is false but %s lists adapters" % var)
     served = inst.get("served_model_name")
     served = [str(s) for s in (served if isinstance(served, list) else [served or inst.get("model")])]
     seen = set()
     for j, a in enumerate(value):
         here = "%s[%d]" % (var, j)
         if not isinstance(a, dict):
-            problems.append("%s: %s must be a dict {name, path[, base]}, got %r" % (who, here, a))
+            problems.append("%s must be a dict {name, path | source[, base]}, got %r" % (here, a))
             continue
         extra = sorted(set(a) - set(ENTRY_KEYS))
         if extra:
-            problems.append("%s: %s has unknown keys %s (known: %s)" % (who, here, ", ".join(extra),
-                                                                        ", ".join(ENTRY_KEYS)))
-        name, path = a.get("name"), a.get("path")
+            problems.append("%s has unknown keys %s (known: %s)" % (here, ", ".join(extra), ", ".join(ENTRY_KEYS)))
+        name = a.get("name")
         if not isinstance(name, str) or not NAME_RE.match(name):
-            problems.append("%s: %s.name %r must be the name clients send as model: letters, digits and ._:- "
-                            "(128 at most, not starting with a sign)" % (who, here, name))
+            problems.append("%s.name %r must be the name clients send as model: letters, digits and ._:- "
+                            "(128 at most, not starting with a sign)" % (here, name))
         elif name in seen:
-            problems.append("%s: %s.name %r is listed twice" % (who, here, name))
+            problems.append("%s.name %r is listed twice" % (here, name))
         elif name in served:
-            problems.append("%s: %s.name %r is the base model's served name: give the adapter its own name"
-                            % (who, here, name))
+            problems.append("%s.name %r is the base model's served name: give the adapter its own name"
+                            % (here, name))
         seen.add(name)
-        if not isinstance(path, str) or not path.startswith("/"):
-            problems.append("%s: %s.path %r must be the absolute path of the adapter directory on the host "
-                            "(adapter_config.json and its weights)" % (who, here, path))
+        where = _location_problem(here, a, model_dests or {})
+        if where:
+            problems.append(where)
     return problems
 
 
-def options(inst):
+def options(inst, model_dests=None):
     """The vLLM options the role adds for the instance's adapters ({} when none)."""
-    found = adapters(inst)
+    found = adapters(inst, model_dests)
     if not found:
         return {}
     args = dict((vllm_args.normalize_key(k), v) for k, v in (inst.get("args") or {}).items())
@@ -174,7 +198,9 @@ def check_on_host(entry, ident, unreadable):
         path = a["path"]
         if not os.path.isdir(path):
             problems.append("%s: %s is not a directory on this host: put the adapter there (adapter_config.json "
-                            "and adapter_model.safetensors) and re-run; nothing was changed" % (here, path))
+                            "and adapter_model.safetensors; one with a source in models_list: run "
+                            "playbooks/models.yml, site.yml runs it first) and re-run; nothing was changed"
+                            % (here, path))
             continue
         bad = unreadable(path, ident)
         if bad:

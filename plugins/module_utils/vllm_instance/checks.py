@@ -202,7 +202,7 @@ def check(instances, settings):
                 if msg:
                     own.append(msg)
             own += vllm_sleep.check_instance(i, inst, settings, is_wildcard(host) or is_global_ip(host))
-            own += vllm_lora.check(i, inst)
+            own += vllm_lora.check(i, inst, settings["model_dests"])
             key, mml = vllm_flags.lookup(vllm_flags.merged_options(inst, settings.get("common_args") or {}),
                                          "max_model_len")
             try:

@@ -13,6 +13,7 @@ __metaclass__ = type
 import ipaddress
 import re
 
+from ansible_collections.llmops.serving.plugins.module_utils import model_source
 from ansible_collections.llmops.serving.plugins.module_utils import vllm_flags
 
 # Words that make a name a secret (split on "_", "-" and case).
@@ -107,6 +108,9 @@ def normalize_settings(settings):
     s["gpu_isolation"] = to_bool(s.get("gpu_isolation", True))
     if not isinstance(s.get("gpu_devices"), dict):
         s["gpu_devices"] = None
+    # Where the models role puts each models_list entry (lora_adapters[].source names one).
+    s["model_dests"] = model_source.dests(s.get("models") if isinstance(s.get("models"), list) else [],
+                                          s.get("models_dir") or None)
     if not isinstance(s.get("warmup"), dict):
         s["warmup"] = None
     else:

