@@ -19,7 +19,8 @@ def read(*parts):
 
 def test_every_real_metrics_capture_is_found():
     names = [os.path.relpath(p, FIX) for p in REAL_METRICS]
-    assert names == ["engine-dies-on-first-request/metrics_before.txt", "serve-ok/metrics.http",
+    assert names == ["engine-dies-on-first-request/metrics_before.txt", "lora/metrics-after.txt",
+                     "lora/metrics-busy.txt", "lora/metrics-idle.txt", "serve-ok/metrics.http",
                      "serve-ok/metrics_after.txt"]
 
 
@@ -37,8 +38,11 @@ def test_real_capture_capacity(path):
     # KV tokens = blocks x block size
     assert e["capacity"]["num_gpu_blocks"] * e["capacity"]["block_size"] == e["capacity"]["kv_cache_size_tokens"]
     assert e["usage_metric"] == "vllm:kv_cache_usage_perc"
-    assert e["usage"]["kv_cache_usage_perc"] == 0.0
-    assert e["usage"]["num_requests_running"] == 0
+    if path.endswith("metrics-busy.txt"):  # taken while 3 requests ran (LoRA sql, chat and the base model)
+        assert e["usage"]["kv_cache_usage_perc"] > 0.0 and e["usage"]["num_requests_running"] == 3
+    else:
+        assert e["usage"]["kv_cache_usage_perc"] == 0.0
+        assert e["usage"]["num_requests_running"] == 0
     assert e["usage"]["num_requests_waiting"] == 0
     assert e["usage"]["num_preemptions"] == 0
 
