@@ -28,6 +28,7 @@ import stat as stat_mod
 import time
 
 from ansible_collections.llmops.serving.plugins.module_utils.systemd import parse_show
+from ansible_collections.llmops.serving.plugins.module_utils import vllm_lora
 from ansible_collections.llmops.serving.plugins.module_utils import vllm_tiny_model
 
 UNIT_PROPS = ["Id", "LoadState", "ActiveState", "SubState", "UnitFileState"]
@@ -181,8 +182,17 @@ class HostState(object):
     def _p(self, path):
         return os.path.join(self.root, path.lstrip("/")) if self.root != "/" else path
 
-    def files(self, paths):
-        return dict((p, stat_path(self._p(p))) for p in paths)
+    def files(self, paths, lora_dropins=()):
+        out = dict((p, stat_path(self._p(p))) for p in paths)
+        for p in lora_dropins or ():
+            st = out.setdefault(p, stat_path(self._p(p)))
+            if st.get("isreg"):
+                try:
+                    with open(self._p(p), "rb") as fh:
+                        st["lora_key"] = vllm_lora.dropin_key(fh.read().decode("utf-8", "replace"))
+                except (IOError, OSError):
+                    pass
+        return out
 
     def units(self, names, systemctl="systemctl"):
         if not names:
@@ -281,7 +291,7 @@ class HostState(object):
         units, unit_error = self.units(params.get("units") or [], params.get("systemctl") or "systemctl")
         result = {
             "epoch": int(time.time()),
-            "files": self.files(params.get("files") or []),
+            "files": self.files(params.get("files") or [], params.get("lora_dropins") or []),
             "units": units,
             "units_error": unit_error,
             "os_packages": self.os_packages(params.get("os_packages") or []),

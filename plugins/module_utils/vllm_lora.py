@@ -32,6 +32,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import hashlib
 import io
 import json
 import os
@@ -129,6 +130,24 @@ def check(index, inst, model_dests=None):
         if where:
             problems.append(where)
     return problems
+
+
+# vLLM reads VLLM_ALLOW_RUNTIME_LORA_UPDATING as on when it is 1 or true (any case; vllm/envs.py).
+RUNTIME_ENV = "VLLM_ALLOW_RUNTIME_LORA_UPDATING"
+# One --lora-modules argument as systemd_exec writes it: a double-quoted JSON entry (or a bare word).
+_MODULES_RE = re.compile(r'( --lora-modules)(?: (?:"(?:[^"\\]|\\.)*"|[^\s"]+))+?(?= --|[ \t]*$)', re.M)
+
+
+def runtime_updating(env):
+    """The instance's vLLM loads and unloads adapters at runtime (its environment turns the routes on)."""
+    return str((env or {}).get(RUNTIME_ENV, "0")).strip().lower() in ("1", "true")
+
+
+def dropin_key(text):
+    """sha1 of a drop-in's text with the values of its --lora-modules left out: equal before and after a
+    change of the adapter list alone. Computed on the controller (the rendered drop-in) and on the host
+    (the drop-in there) with this one rule; the change plan then loads/unloads instead of restarting."""
+    return hashlib.sha1(_MODULES_RE.sub(r"\1", text or "").encode("utf-8")).hexdigest()
 
 
 def options(inst, model_dests=None):

@@ -14,6 +14,11 @@ returns what the run does, per instance and in order:
 - ``changed``: the instances whose unit, command line, environment or venv
   changes on this host; ``restart``: those restarted, spanning instances first
   (a change on any node of one restarts it on every node: ``batch_changed``);
+- ``lora_sync``: the active instances that load LoRA adapters at runtime
+  (``lora_runtime`` in the view) whose drop-in changes only in its adapter
+  list (the drop-in's ``lora_key`` equals the host's: vllm_lora.dropin_key):
+  their drop-in is written (a later restart keeps the set) and the adapters
+  are loaded and unloaded (module vllm_lora) instead of a restart;
 - ``drain``: the restarts taken out of the gateway's rotation first;
 - ``snapshot``: the instances whose current files are copied before writing
   (what a rollback restores);
@@ -100,6 +105,24 @@ def _as_asked(u, settings):
     return u.get("unit_file_state") == enabled and running
 
 
+def _lora_only(view, state, files, changed):
+    """The changed instances whose only change is their LoRA adapter list, and that can take it without a
+    restart: lora_runtime, active now, env file unchanged, drop-in key (text without --lora-modules) equal."""
+    out = []
+    for v in view:
+        n = v["name"]
+        if n not in changed or not v.get("lora_runtime"):
+            continue
+        if (_unit_state(state, v["unit"]).get("active_state") != "active"
+                or any(f["write"] for f in files if f.get("instance") == n and f["kind"] == "env")):
+            continue
+        dropin = [f for f in files if f.get("instance") == n and f["kind"] == "dropin"]
+        host_key = (state["files"].get(dropin[0]["path"]) or {}).get("lora_key") if dropin else None
+        if dropin and dropin[0].get("lora_key") and host_key == dropin[0]["lora_key"]:
+            out.append(n)
+    return out
+
+
 def plan(view, state, files, settings, batch_changed=None):
     """The change plan (see the module's docstring). ``batch_changed``: {node: [changed names]}
     of the hosts in this batch, for spanning instances (None: this host alone)."""
@@ -112,6 +135,8 @@ def plan(view, state, files, settings, batch_changed=None):
     written = _unique(f["instance"] for f in files if f["kind"] != "unit" and f["write"])
     everything = unit_write or bool(settings["pip_changed"])
     changed = list(names) if everything else [n for n in names if n in written]
+    lora_sync = [] if everything or not started else _lora_only(view, state, files, changed)
+    changed = [n for n in changed if n not in lora_sync]
 
     snapshot = []
     if settings["rollback"] and not settings["check_mode"] and changed:
@@ -144,7 +169,7 @@ def plan(view, state, files, settings, batch_changed=None):
     remove = list(state.get("stale_instances") or [])
     # A snapshot on the host (an earlier run's, or the one this run takes) is dropped by the run phase.
     snapshot_left = snapshot_on_host or bool(snapshot)
-    has_work = bool(restart or apply or ready or snapshot_left or venv_link_stale or remove)
+    has_work = bool(restart or apply or ready or snapshot_left or venv_link_stale or remove or lora_sync)
     return {
         "instances": names,
         "units": dict((v["name"], v["unit"]) for v in view),
@@ -154,6 +179,7 @@ def plan(view, state, files, settings, batch_changed=None):
                   "env": [f["instance"] for f in files if f["kind"] == "env" and f["write"]]},
         "changed": changed,
         "restart": restart,
+        "lora_sync": lora_sync,
         "drain": drain,
         "snapshot": snapshot,
         "apply": apply,
@@ -208,6 +234,7 @@ def summary(the_plan, ready=None):
         "changed": bool(the_plan["has_work"] or any(f["write"] for f in the_plan["files"])),
         "written": [f["path"] for f in the_plan["files"] if f["write"]],
         "restarted": list(the_plan["restart"]),
+        "lora_synced": list(the_plan.get("lora_sync") or []),
         "drained": list(the_plan["drain"]),
         "started_or_stopped": [units.get(u, u) for u in the_plan["apply"]],
         "removed": list(the_plan["remove"]),

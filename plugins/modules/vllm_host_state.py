@@ -36,6 +36,14 @@ options:
     type: list
     elements: path
     default: []
+  lora_dropins:
+    description:
+      - Drop-ins (of O(files)) of instances that load LoRA adapters at runtime; each gets C(lora_key) in RV(files),
+        the sha1 of its text with the values of C(--lora-modules) left out (module_utils/vllm_lora.py
+        C(dropin_key)). Equal keys with different sha1s mean the adapter list alone changed.
+    type: list
+    elements: path
+    default: []
   units:
     description: systemd units to read (C(vllm@default.service), C(vllm-watchdog@default.timer)).
     type: list
@@ -148,7 +156,8 @@ epoch:
   returned: always
   type: int
 files:
-  description: Per path, C(exists) and (when it exists) isdir, isreg, islnk, lnk_source, mode (C("0644")), owner, group, mtime, sha1.
+  description: Per path, C(exists) and (when it exists) isdir, isreg, islnk, lnk_source, mode (C("0644")), owner, group, mtime, sha1;
+    C(lora_key) for the paths of O(lora_dropins).
   returned: always
   type: dict
   sample: {"/etc/vllm/default.env": {"exists": true, "isreg": true, "mode": "0600", "owner": "root", "group": "root", "sha1": "3c1f..."}}
@@ -207,6 +216,7 @@ def main():
     module = AnsibleModule(
         argument_spec=dict(
             files=dict(type="list", elements="path", default=[]),
+            lora_dropins=dict(type="list", elements="path", default=[]),
             units=dict(type="list", elements="str", default=[]),
             venv=dict(type="path"),
             venv_packages=dict(type="list", elements="str", default=[]),

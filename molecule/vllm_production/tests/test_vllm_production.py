@@ -101,6 +101,20 @@ def test_engine_that_dies_is_rolled_back(outcomes):
     assert not after["exists"]["/var/lib/vllm-rollback"]
 
 
+def test_an_adapter_list_change_is_loaded_at_runtime_without_a_restart(outcomes):
+    """Issue 33 item 2, through the role: b (VLLM_ALLOW_RUNTIME_LORA_UPDATING, adapters in lora_adapters) gets
+    sql replaced by chat in the inventory; the plan syncs it (lora_sync) instead of restarting it: same
+    MainPID, its drop-in rewritten (a later start serves chat), chat answers, sql is gone (404), the base
+    model still answers."""
+    before, after = outcomes["rollback"], outcomes["lora_swap"]
+    assert not after["failed"], after
+    assert after["plan_lora_sync"] == ["b"] and after["plan_restart"] == [], after
+    assert after["pids"]["b"] == before["pids"]["b"] != "0"
+    assert after["files"][DROPIN_B] != before["files"][DROPIN_B]
+    assert after["answers"] == {"chat": 200, "sql": 404, "tiny-b": 200}, after["answers"]
+    assert after["health"] == {"8201": 200, "8202": 200}
+
+
 def test_removed_instance_is_stopped_and_its_files_gone(host, outcomes):
     after = outcomes["remove"]
     assert not after["failed"], after

