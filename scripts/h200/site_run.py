@@ -28,6 +28,12 @@ start, puts swapb to sleep (level 1; the watchdog must say ``asleep``), then run
 playbooks/swap.yml (sleep tiny, wake swapb): seconds to serving after the wake-up vs the
 cold start, GPU memory used at each stage. Each figure is saved as soon as it exists.
 
+Issue 33 items 2 and 5 (opt-in; site1 not needed): ``lora`` writes two PEFT LoRA adapters for the
+tiny model on the host (vllm_lora.write_adapter: no download), runs site.yml with the instance
+loading them at runtime (VLLM_ALLOW_RUNTIME_LORA_UPDATING, max_loras 2, adapter sql: a restart),
+asks each name, then site.yml with sql replaced by chat: the plan's lora_sync (the same MainPID,
+chat answers, sql 404, the seconds of the run); /metrics with LoRA on CUDA after each.
+
 Issue 31 (opt-in, after site1): ``hang`` SIGSTOPs the EngineCore, ``hangapi`` the API
 server (the watchdog with the role's defaults kills it, systemd restarts it: seconds
 until serving again); ``crashloop`` kills each new main process until systemd gives up
@@ -41,6 +47,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.error
 import urllib.request
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
@@ -59,9 +66,9 @@ PROMPT = "The quick brown fox jumps over the lazy dog"
 STEPS = [("preflight", 60), ("wheelhouse", 90), ("site1", 420), ("serve", 30), ("site2", 120), ("check", 120), ("verify", 200),
          ("change", 300), ("rollback", 300), ("fault", 240), ("fixtures", 30),
          ("big", 540), ("bigseed", 300), ("bigkept", 240), ("bigkv", 540), ("bigload", 420), ("bigcold", 300),
-         ("hang", 330), ("hangapi", 330), ("crashloop", 420), ("swap", 900)]
+         ("hang", 330), ("hangapi", 330), ("crashloop", 420), ("swap", 900), ("lora", 600)]
 # Steps that run only when H200_STEPS names them.
-OPT_IN = ("big", "bigseed", "bigkept", "bigkv", "bigload", "bigcold", "hang", "hangapi", "crashloop", "swap")
+OPT_IN = ("big", "bigseed", "bigkept", "bigkv", "bigload", "bigcold", "hang", "hangapi", "crashloop", "swap", "lora")
 PYSPY = os.path.join(SITE, "tools", "bin", "py-spy")
 # Issue 35: the instance tiny on a Llama-3-8B-shaped model (random weights: start-up and
 # memory figures only), the fleet compile cache's controller dir on this host.
@@ -600,6 +607,82 @@ def step_swap(st):
     keep("figures", {"swapb_cold_start_to_active_s": cold, "swapb_wake_to_serving_s": swap["swapb_seconds_to_serving"],
                      "gpu_used_mib_awake_asleep_swapped": used})
     r["rc"] = 0 if swap["rc"] == 0 and r["after"]["swapb_serving"] else 1
+    return r
+
+
+def lora_extra(names):
+    """site.yml -e: the instance tiny loading the adapters ``names`` at runtime (max_loras fixed: a change of the
+    list alone is not a change of --max-loras)."""
+    return {"vllm_instances": [{
+        "name": "tiny", "model": "/srv/models/tiny", "served_model_name": "tiny", "host": "127.0.0.1", "port": 8000,
+        "gpus": [0], "env": {"VLLM_ALLOW_RUNTIME_LORA_UPDATING": "True"},
+        "args": {"max_model_len": 2048, "gpu_memory_utilization": 0.5, "max_loras": 2},
+        "lora_adapters": [{"name": n, "path": "/srv/lora/" + n} for n in names]}]}
+
+
+def status_of(model):
+    """HTTP status of a 4-token completion asking ``model`` (an adapter's name or the base model)."""
+    try:
+        return http("/v1/completions", {"model": model, "prompt": PROMPT, "max_tokens": 4}, timeout=60)[0]
+    except urllib.error.HTTPError as e:
+        return e.code
+    except Exception:  # noqa: BLE001 - not answering at all
+        return -1
+
+
+def step_lora(st):
+    """Issue 33 items 2 and 5 on CUDA under systemd: adapters served by name, then a change of the list alone
+    loaded and unloaded at runtime by the role (no restart)."""
+    r = {"rc": 1}
+    fx = os.path.join(OUTD, "fixtures")
+    os.makedirs(fx, exist_ok=True)
+
+    def keep(part, value):
+        r[part] = value
+        st["results"]["lora"] = r
+        save(st)
+        log("lora %s: %s" % (part, json.dumps(value)[:600]))
+
+    def pid():
+        return sh("systemctl show -p MainPID --value %s" % UNIT)[1].strip()
+
+    def metrics(name):
+        rc, out = sh("curl -s %s/metrics" % URL)
+        with open(os.path.join(fx, name), "w") as f:
+            f.write(out)
+        return [line for line in out.splitlines() if line.startswith("vllm:lora_requests_info")]
+
+    if not os.path.exists("/srv/models/tiny/config.json"):
+        keep("site_first", playbook("lora-site0", [os.path.join(REPO, "site.yml")], 900))
+    code = ("import sys; sys.path.insert(0, %r); "
+            "from ansible_collections.llmops.serving.plugins.module_utils import vllm_lora; "
+            "[vllm_lora.write_adapter('/srv/lora/' + n, '/srv/models/tiny', rank=8) for n in ('sql', 'chat')]"
+            % os.path.join(WORK, "collections"))
+    keep("write_adapters", sh("umask 022 && %s -c \"%s\" && ls -la /srv/lora/sql" % (PY, code))[0])
+    before, t0 = pid(), int(now())
+    on = playbook("lora-on", [os.path.join(REPO, "site.yml"), "-e", json.dumps(lora_extra(["sql"]))], 900)
+    keep("on", dict(on, main_pid=[before, pid()], start=start_figures(t0),
+                    answers=dict((m, status_of(m)) for m in ("tiny", "sql", "chat")),
+                    models=sh("curl -s %s/v1/models" % URL)[1][:1500]))
+    if on["rc"] != 0:
+        return r
+    for dummy in range(3):
+        status_of("sql")
+    keep("metrics_on", metrics("metrics-lora-cuda-on.txt"))
+    before = pid()
+    swap = playbook("lora-swap", [os.path.join(REPO, "site.yml"), "-e", json.dumps(lora_extra(["chat"]))], 600)
+    text = open(os.path.join(OUTD, "lora-swap.log"), errors="replace").read()
+    keep("swap", dict(swap, main_pid=[before, pid()],
+                      answers=dict((m, status_of(m)) for m in ("tiny", "sql", "chat")),
+                      synced=[line.strip()[:200] for line in text.splitlines() if "LoRA adapters" in line
+                              or "lora_synced" in line][:12],
+                      argv_lists_chat='\\"name\\": \\"chat\\"' in sh("systemctl cat %s" % UNIT)[1]))
+    keep("metrics_swap", metrics("metrics-lora-cuda-swap.txt"))
+    ok = (swap["rc"] == 0 and r["swap"]["main_pid"][0] == r["swap"]["main_pid"][1]
+          and r["swap"]["answers"] == {"tiny": 200, "sql": 404, "chat": 200})
+    keep("figures", {"on_seconds": on["seconds"], "swap_seconds": swap["seconds"], "no_restart": ok,
+                     "on_start_to_active_s": (r["on"]["start"] or {}).get("start_to_active_s")})
+    r["rc"] = 0 if ok else 1
     return r
 
 
