@@ -647,7 +647,7 @@ def step_lora(st):
         return sh("systemctl show -p MainPID --value %s" % UNIT)[1].strip()
 
     def metrics(name):
-        rc, out = sh("curl -s %s/metrics" % URL)
+        out = sh("curl -s %s/metrics" % URL)[1]
         with open(os.path.join(fx, name), "w") as f:
             f.write(out)
         return [line for line in out.splitlines() if line.startswith("vllm:lora_requests_info")]
