@@ -137,7 +137,7 @@ def exposition_names(path):
             if kind == "histogram":
                 names.update(name + s for s in ("_bucket", "_sum", "_count"))
         elif line.strip() and not line.startswith("#"):
-            names.add(re.split(r"[{ ]", line, 1)[0])
+            names.add(re.split(r"[{ ]", line, maxsplit=1)[0])
     return names
 
 
