@@ -18,8 +18,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 from ansible_collections.llmops.serving.plugins.module_utils.vllm_client import VllmClient
-
-RUNTIME_ENV = "VLLM_ALLOW_RUNTIME_LORA_UPDATING"
+from ansible_collections.llmops.serving.plugins.module_utils.vllm_lora import RUNTIME_ENV
 
 
 class LoraError(Exception):
