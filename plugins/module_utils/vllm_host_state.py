@@ -185,7 +185,9 @@ class HostState(object):
     def files(self, paths, lora_dropins=()):
         out = dict((p, stat_path(self._p(p))) for p in paths)
         for p in lora_dropins or ():
-            st = out.setdefault(p, stat_path(self._p(p)))
+            if p not in out:  # a drop-in is in files too: stat once
+                out[p] = stat_path(self._p(p))
+            st = out[p]
             if st.get("isreg"):
                 try:
                     with open(self._p(p), "rb") as fh:

@@ -20,6 +20,8 @@ description:
   - The routes exist only on a server started with C(VLLM_ALLOW_RUNTIME_LORA_UPDATING=True) (an instance's C(env) in
     the vllm_service role); without it the task fails naming that variable. The same adapters belong in the instance's
     C(lora_adapters) too, so that a restart keeps them.
+  - The vllm_service role runs it itself for an active instance whose adapter list alone changed (its change plan's
+    C(lora_sync)), instead of a restart.
   - These routes never pass the gateway (it refuses them); run the module on the vLLM host against the instance's
     own URL.
   - Check mode reads only and says what would change; C(--diff) shows the adapters before and after (name and path).
