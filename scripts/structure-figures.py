@@ -252,14 +252,14 @@ def collect(root, threshold=THRESHOLD):
 
 def render(data):
     out = []
-    out.append("%-14s %10s %6s %9s %14s" % ("role", "task_files", "tasks", "handlers", "private_names"))
+    out.append("%-18s %10s %6s %9s %14s" % ("role", "task_files", "tasks", "handlers", "private_names"))
     tot = [0, 0, 0]
     for role, r in data["roles"].items():
-        out.append("%-14s %10d %6d %9d %14d" % (role, r["task_files"], r["tasks"], r["handlers"], r["private_names"]))
+        out.append("%-18s %10d %6d %9d %14d" % (role, r["task_files"], r["tasks"], r["handlers"], r["private_names"]))
         tot[0] += r["task_files"]
         tot[1] += r["tasks"]
         tot[2] += r["private_names"]
-    out.append("%-14s %10d %6d %9s %14d" % ("(all roles)", tot[0], tot[1], "", tot[2]))
+    out.append("%-18s %10d %6d %9s %14d" % ("(all roles)", tot[0], tot[1], "", tot[2]))
     out.append("playbooks/: %d files, %d tasks" % (data["playbooks"]["files"], data["playbooks"]["tasks"]))
     out.append("")
     heavy = data["heavy_expressions"]

@@ -4,7 +4,7 @@
 """Questions to the vllm_host_state module's result: is a write task a no-op?
 
 The rules live in module_utils/vllm_host_state.py (file_same, file_set_same).
-Docs: vllm_file_same.yml, vllm_existing_paths.yml, vllm_state_paths.yml next to this file. The file_set
+Docs: vllm_file_same.yml, vllm_existing_paths.yml, vllm_state_paths.yml, vllm_model_stats.yml next to this file. The file_set
 action plugin (its host_state) applies file_set_same itself.
 """
 
@@ -35,10 +35,18 @@ def vllm_state_paths(view, paths=None, file_sets=None):
     return hs.state_paths(view, paths, file_sets)
 
 
+def vllm_model_stats(view, files):
+    if not isinstance(files, dict):
+        raise AnsibleFilterError("vllm_model_stats expects the vllm_host_state module's files, got %s"
+                                 % type(files).__name__)
+    return hs.model_stats(view, files)
+
+
 class FilterModule(object):
     def filters(self):
         return {
             "vllm_file_same": vllm_file_same,
             "vllm_existing_paths": vllm_existing_paths,
             "vllm_state_paths": vllm_state_paths,
+            "vllm_model_stats": vllm_model_stats,
         }

@@ -3,7 +3,7 @@
 # Apache License 2.0 (see LICENSE)
 """The instance view of vllm_service and the one key lookup.
 
-Docs: vllm_instance_view.yml and vllm_instance_api_key.yml next to this file.
+Docs: vllm_instance_view.yml, vllm_instance_api_key.yml, vllm_preflight_problems.yml (and the others) next to this file.
 vllm_args.py renders argv, vllm_flags/ validates options, and
 module_utils/vllm_instance/ composes them into the view.
 """
@@ -42,6 +42,13 @@ def vllm_snapshot_files(names, settings):
     return vllm_instance.snapshot_files([str(n) for n in names or []], settings or {})
 
 
+def vllm_preflight_problems(settings):
+    """The role-wide settings vllm_service refuses before any change (module_utils/vllm_instance/preflight.py)."""
+    if not isinstance(settings, dict):
+        raise AnsibleFilterError("vllm_preflight_problems expects the settings dict, got %s" % type(settings).__name__)
+    return vllm_instance.preflight_problems(settings)
+
+
 def vllm_instance_api_key(name, api_key, api_keys):
     # Only instance.env.j2 calls this: the value never goes into a fact,
     # a loop or a module argument.
@@ -71,4 +78,5 @@ class FilterModule(object):
             "vllm_snapshot_files": vllm_snapshot_files,
             "vllm_instance_env": vllm_instance_env,
             "vllm_swap_plan": vllm_swap_plan,
+            "vllm_preflight_problems": vllm_preflight_problems,
         }

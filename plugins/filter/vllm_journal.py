@@ -2,7 +2,7 @@
 # Copyright: llmops.serving contributors
 # Apache License 2.0 (see LICENSE)
 """Filters that pick the failed start and its cause out of a vLLM unit's journal,
-and a failed task's error in one line (tasks/rollback.yml of the vllm_service role)."""
+and a failed task's error in one line (tasks/main.yml of the vllm_rollback role)."""
 
 from __future__ import absolute_import, division, print_function
 

@@ -360,6 +360,17 @@ def existing(paths, stats):
     return [p for p in paths or [] if (stats.get(p) or {}).get("exists")]
 
 
+def model_stats(view, files):
+    """The host state's stat of each instance's model given as a host path (``state_paths`` reads it):
+    ``[{item: instance, stat: stat}]``, in view order - what the check-mode report and the drift rows read."""
+    out = []
+    for v in view or []:
+        model = str(v.get("model", ""))
+        if model.startswith("/") and isinstance((files or {}).get(model), dict):
+            out.append({"item": v, "stat": files[model]})
+    return out
+
+
 def state_paths(view, paths=None, file_sets=None):
     """Every path the host state reads for the vllm_service role, once each, in order:
     ``paths``, then each instance's drop-in, env file and watchdog drop-in, its model when it is a path,

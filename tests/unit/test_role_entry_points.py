@@ -185,6 +185,10 @@ INTERNAL = {
     "monitoring": {"leftovers", "leftovers_exporters", "remove", "remove_exporters"},
     "ray_cluster": {"drift", "status", "nodes_check", "ports", "instance_nodes", "leftovers", "remove"},
     # vllm_service (drift, leftovers, remove) is marked by the plan work (issue 30 item 1), which owns the role.
+    # The parts of vllm_service (issue 30: roles of their own, called by vllm_service with internal inputs):
+    # every entry point, main included, is internal.
+    "vllm_install": {"main", "prune"}, "vllm_watchdog": {"main", "agent"},
+    "vllm_compile_cache": {"main", "collect"}, "vllm_rollback": {"main", "snapshot"},
 }
 INTERNAL_INPUTS = {("gateway", "drain", "gateway_server"), ("gateway", "ready", "gateway_server"),
                    ("ray_cluster", "status", "ray_status_fail")}
@@ -256,14 +260,19 @@ def test_warmup_hook_runs_with_a_bare_python():
 
 
 def test_watchdog_runs_from_the_files_the_role_ships(tmp_path):
-    """The watchdog runs on the host from what tasks/watchdog.yml writes into
+    """The watchdog runs on the host from what vllm_watchdog's tasks/main.yml writes into
     {{ vllm_install_dir }}/bin (no Ansible there; the files are named in
-    vars/main.yml as _vllm_watchdog_set_files): every module_utils file it
+    vllm_service's vars/main.yml as _vllm_watchdog_set_files and handed to
+    vllm_watchdog as _vllm_watchdog_scripts): every module_utils file it
     imports must be shipped beside it (a missing one broke it once: vllm_client
     had started to import the systemd parser)."""
-    with open(os.path.join(ROOT, "roles", "vllm_service", "tasks", "watchdog.yml")) as fh:
+    with open(os.path.join(ROOT, "roles", "vllm_watchdog", "tasks", "main.yml")) as fh:
         task = [t for t in yaml.safe_load(fh) if "llmops.serving.file_set" in t][0]
-    assert "_vllm_watchdog_set_files" in task["vars"]["_vllm_watchdog_files_all"]
+    assert "_vllm_watchdog_scripts" in task["vars"]["_vllm_watchdog_files_all"]
+    with open(os.path.join(ROOT, "roles", "vllm_service", "tasks", "finish.yml")) as fh:
+        call = [t for t in yaml.safe_load(fh) if "ansible.builtin.import_role" in t
+                and t["ansible.builtin.import_role"]["name"] == "llmops.serving.vllm_watchdog"][0]
+    assert call["vars"]["_vllm_watchdog_scripts"] == "{{ _vllm_watchdog_set_files }}"
     with open(os.path.join(ROOT, "roles", "vllm_service", "vars", "main.yml")) as fh:
         files = yaml.safe_load(fh)["_vllm_watchdog_set_files"]
     lookup = re.compile(r"lookup\('ansible\.builtin\.file', '([^']+)', rstrip=false\)")

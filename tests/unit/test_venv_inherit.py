@@ -1,4 +1,4 @@
-"""roles/vllm_service/files/venv-inherit.py, run for real: a venv over another venv's packages.
+"""roles/vllm_install/files/venv-inherit.py, run for real: a venv over another venv's packages.
 
 The H200 image holds CUDA torch in a venv (/opt/torch/.venv); Python's own
 --system-site-packages would expose the base installation instead. Here the
@@ -12,7 +12,7 @@ import zipfile
 
 from conftest import ROOT
 
-SCRIPT = os.path.join(ROOT, "roles", "vllm_service", "files", "venv-inherit.py")
+SCRIPT = os.path.join(ROOT, "roles", "vllm_install", "files", "venv-inherit.py")
 
 
 def run(python, dest):

@@ -3,8 +3,11 @@
 """The vLLM deploy reads where users look (issue 30 item 2): playbooks/vllm.yml
 shows plan -> drain -> restart and readiness -> undrain -> start the rest ->
 finish -> report, with the rollback and the undrain in its rescue; the
-vllm_service role includes no other role but gpu_preflight's GPU facts (the gateway's drain is the
-playbook's step, as kubespray's upgrade playbook shows drain/uncordon)."""
+vllm_service role includes no other role but gpu_preflight's GPU facts and its own parts (the gateway's
+drain is the playbook's step, as kubespray's upgrade playbook shows drain/uncordon). The parts
+(vllm_install, vllm_watchdog, vllm_compile_cache, vllm_rollback: roles of their own with internal
+inputs, the way prometheus-community/ansible's roles/_common is called) are called by vllm_service
+only, and vllm_service stays at most 50 tasks (issue 30)."""
 import glob
 import os
 
@@ -56,8 +59,11 @@ def test_the_deploy_play_shows_the_flow_in_order():
     assert one == [("", "gateway:drain"), ("", "vllm_service:restart"), ("", "gateway:ready")], one
 
 
-# The GPU facts the preflight reads when the play has none (gpu_preflight's own entry point).
-ALLOWED = {"gpu_preflight:gpu_info"}
+# The GPU facts the preflight reads when the play has none (gpu_preflight's own entry point),
+# and the parts of the service, each called with its internal inputs.
+PARTS = {"vllm_install": {"main", "prune"}, "vllm_watchdog": {"main", "agent"},
+         "vllm_compile_cache": {"main", "collect"}, "vllm_rollback": {"main", "snapshot"}}
+ALLOWED = {"gpu_preflight:gpu_info"} | set("%s:%s" % (r, e) for r, entries in PARTS.items() for e in entries)
 
 
 def test_the_vllm_service_role_includes_no_other_role():
@@ -68,3 +74,47 @@ def test_the_vllm_service_role_includes_no_other_role():
                 if ":" in step and not step.startswith(("tasks:", "vllm_service:")) and step not in ALLOWED:
                     others.append("%s (%s): %s" % (os.path.basename(path), section or "task", step))
     assert others == [], "vllm_service includes other roles (their steps belong in the playbook):\n" + "\n".join(others)
+
+
+def _callers(role):
+    """(file, entry point) of every call of ``role`` in roles/, playbooks/, site.yml and molecule/."""
+    out = []
+    files = (glob.glob(os.path.join(ROOT, "roles", "*", "tasks", "*.yml")) + glob.glob(os.path.join(ROOT, "playbooks", "**", "*.yml"),
+                                                                                       recursive=True)
+             + glob.glob(os.path.join(ROOT, "molecule", "**", "*.yml"), recursive=True) + [os.path.join(ROOT, "site.yml")])
+    for path in sorted(files):
+        with open(path) as f:
+            doc = yaml.safe_load(f)
+        if not isinstance(doc, list):  # molecule.yml, vars files
+            continue
+        plays = [p for p in doc if isinstance(p, dict) and "hosts" in p] or [{"tasks": doc}]
+        for play in plays:
+            for key in ("pre_tasks", "tasks", "post_tasks"):
+                for section, step in _steps([t for t in play.get(key) or [] if isinstance(t, dict)]):
+                    if step.split(":")[0] == role:
+                        out.append((os.path.relpath(path, ROOT), step))
+            for entry in play.get("roles") or []:
+                name = entry if isinstance(entry, str) else entry.get("role", entry.get("name", ""))
+                if str(name).split(".")[-1] == role:
+                    out.append((os.path.relpath(path, ROOT), "%s:main" % role))
+    return out
+
+
+def test_the_parts_of_the_service_are_called_by_vllm_service_only():
+    for role, entries in PARTS.items():
+        calls = _callers(role)
+        assert calls, role
+        others = [c for c in calls if not c[0].startswith("roles/vllm_service/tasks/")]
+        assert others == [], "%s is a part of vllm_service; call vllm_service's entry points instead: %s" % (role, others)
+        assert set(step.split(":")[1] for f, step in calls) == entries, (role, calls)
+
+
+def test_vllm_service_is_at_most_50_tasks():
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("structure_figures", os.path.join(ROOT, "scripts", "structure-figures.py"))
+    figures = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(figures)
+    roles = figures.collect(ROOT)["roles"]
+    assert roles["vllm_service"]["tasks"] <= 50, roles["vllm_service"]
+    for role in PARTS:
+        assert roles[role]["tasks"] <= 40, (role, roles[role])

@@ -2,8 +2,8 @@
 # Apache License 2.0 (see LICENSE)
 """Every task of the vllm_service role's main flow that writes to the host is
 gated, so that a no-op run skips it without a host round trip: its `when` asks
-the host state (tasks/state.yml, llmops.serving.vllm_host_state) or a fact
-derived from it, or a change of this run; or its loop is empty on a no-op run
+the host state (vllm_service's prepare.yml reads it once, llmops.serving.vllm_host_state,
+and hands it to its parts vllm_install and vllm_watchdog) or a fact derived from it, or a change of this run; or its loop is empty on a no-op run
 (the restart list, the stale instances). A write task added without a gate (or
 a gate removed) fails here, naming the task. The behaviour of a gated task on a
 drifted host is tested live (molecule/vllm_service: idempotence, check --diff).
@@ -14,16 +14,20 @@ import yaml
 
 from conftest import ROOT
 
-TASKS = os.path.join(ROOT, "roles", "vllm_service", "tasks")
-# The main flow's phases (tasks/main.yml); restart/rollback/snapshot/prune/venv
-# only run on a change (their include is gated: checked here too).
-FILES = ["install.yml", "venv.yml", "model.yml", "configure.yml", "run.yml", "start.yml", "apply.yml", "finish.yml",
-         "watchdog.yml", "agent.yml"]
+ROLES = os.path.join(ROOT, "roles")
+TASKS = os.path.join(ROLES, "vllm_service", "tasks")
+# The main flow's phases (vllm_service's tasks/main.yml) and the parts of the
+# service it runs on every run (vllm_install's install and venv, vllm_watchdog's
+# timers and gateway agent); restart/rollback/snapshot/prune only run on a
+# change (their include is gated: checked here too).
+FILES = ["vllm_service/main.yml", "vllm_service/prepare.yml", "vllm_service/start.yml", "vllm_service/apply.yml",
+         "vllm_service/finish.yml", "vllm_install/main.yml", "vllm_install/venv.yml", "vllm_watchdog/main.yml",
+         "vllm_watchdog/agent.yml"]
 WRITERS = {"apt", "group", "user", "file", "copy", "template", "pip", "file_set", "systemd_service",
            "command", "shell", "vllm_tiny_model", "include_tasks", "include_role"}
 # A `when` naming one of these skips the task on a no-op run.
-GATES = ("_vllm_state", "vllm_plan.", "_vllm_found", "_vllm_pip is changed", "_vllm_pip is not skipped",
-         "_vllm_venv_moved", "_vllm_venv_done", "_vllm_watchdog_files is changed", "_vllm_legacy_dir",
+GATES = ("_vllm_state", "_vllm_install_host_state", "_vllm_watchdog_host_state", "vllm_plan.", "_vllm_found",
+         "_vllm_pip is changed", "_vllm_pip is not skipped", "_vllm_venv_moved", "_vllm_venv_done", "_vllm_watchdog_files is changed", "_vllm_legacy_dir",
          "_vllm_venv_new", "ansible_check_mode and _vllm_pip is changed", "_vllm_agent_left")
 # Loops that are empty on a no-op run (the plan's lists: module_utils/vllm_plan.py).
 EMPTY_LOOPS = ("vllm_plan.restart", "vllm_plan.remove", "vllm_plan.reset_failed", "vllm_plan.ready")
@@ -46,7 +50,9 @@ def _host_state_gate(task):
     """llmops.serving.file_set given the host state: its action plugin ends the task on
     the controller when the host holds every entry (plugins/action/file_set.py)."""
     args = task.get("llmops.serving.file_set")
-    return isinstance(args, dict) and "_vllm_state.files" in str(args.get("host_state", ""))
+    return isinstance(args, dict) and any(
+        s in str(args.get("host_state", ""))
+        for s in ("_vllm_state.files", "_vllm_install_host_state.files", "_vllm_watchdog_host_state.files"))
 
 
 def _walk(tasks, inherited=""):
@@ -64,7 +70,7 @@ def _walk(tasks, inherited=""):
 def test_every_write_task_of_the_main_flow_is_gated():
     ungated, seen = [], set()
     for name in FILES:
-        with open(os.path.join(TASKS, name)) as f:
+        with open(os.path.join(ROLES, name.replace("/", "/tasks/"))) as f:
             tasks = yaml.safe_load(f)
         for task, when in _walk(tasks):
             module = _module(task)
@@ -92,7 +98,7 @@ RUN_WORK_TERMS = ("vllm_plan.restart", "vllm_plan.apply", "vllm_plan.ready", "vl
 # The compile cache's collection (finish.yml) is a setting of the fleet, not a change.
 NOT_PLAN = ("ansible_check_mode", "not ansible_check_mode", "_vllm_state.files[_vllm_unit_path].exists",
             "_vllm_state.files[item.dropin_path].exists | default(false)", "vllm_compile_cache_share | bool")
-RUN_PHASE = ("run.yml", "run_changes.yml", "start.yml", "restart.yml", "apply.yml", "finish.yml")
+RUN_PHASE = ("main.yml", "start.yml", "restart.yml", "apply.yml", "finish.yml", "rollback.yml")
 
 
 def _clauses(tasks):
@@ -124,7 +130,7 @@ def test_every_write_task_of_the_run_phase_is_gated_by_a_term_of_the_run_phase_g
                 ungated.append("%s: %s" % (name, task.get("name")))
     assert ungated == [], "run-phase tasks whose work the plan's has_work does not see: %s" % ungated
     callers = []
-    for path in (os.path.join(TASKS, "run_changes.yml"), os.path.join(ROOT, "playbooks", "vllm.yml")):
+    for path in (os.path.join(TASKS, "main.yml"), os.path.join(ROOT, "playbooks", "vllm.yml")):
         with open(path) as f:
             doc = yaml.safe_load(f)
         plays = [p for p in doc if "hosts" in p] or [{"tasks": doc}]
@@ -132,7 +138,7 @@ def test_every_write_task_of_the_run_phase_is_gated_by_a_term_of_the_run_phase_g
             for task, clause in _clauses(play.get("tasks")):
                 callers.append((os.path.basename(path), task, clause))
     loops = [c for c in callers if c[2].startswith("loop: ") and "vllm_plan.restart" in c[2]]
-    assert sorted(c[0] for c in loops) == ["run_changes.yml", "vllm.yml"], callers
+    assert sorted(c[0] for c in loops) == ["main.yml", "vllm.yml"], callers
 
 
 def test_the_run_phase_decides_nothing_the_plan_did_not_say():
@@ -161,8 +167,9 @@ def test_the_write_gate_is_one_mechanism():
     own: file_set does it on the controller (host_state) and the change plan does it for
     the unit, drop-ins and env files."""
     own, seen = [], set()
-    for name in sorted(os.listdir(TASKS)):
-        with open(os.path.join(TASKS, name)) as f:
+    for name in sorted(os.path.join(r, "tasks", n) for r in os.listdir(ROLES) if r.startswith("vllm_")
+                       for n in os.listdir(os.path.join(ROLES, r, "tasks"))):
+        with open(os.path.join(ROLES, name)) as f:
             tasks = yaml.safe_load(f)
         for task, when in _walk(tasks):
             if "vllm_file_same" in when or "vllm_file_set_same" in when:

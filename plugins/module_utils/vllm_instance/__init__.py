@@ -28,7 +28,8 @@ allow_unauthenticated_public_bind, gateway, warmup (dict or None).
 Files: :mod:`.values` (what the others share: the error, secret names,
 addresses, value parsing, the settings), :mod:`.env` (the key and the
 environment: the inputs that may hold secrets), :mod:`.checks` (every rule:
-``check``), :mod:`.view` (``build_view``). Every name below is importable from
+``check``), :mod:`.view` (``build_view``), :mod:`.preflight` (the role-wide settings refused
+before any change: ``preflight_problems``). Every name below is importable from
 this package (``vllm_instance.build_view``, ``vllm_instance.InstanceViewError``).
 """
 
@@ -41,4 +42,5 @@ from ansible_collections.llmops.serving.plugins.module_utils.vllm_instance.value
     is_wildcard, normalize_settings, parse_model_len, probe_host, url_for)
 from ansible_collections.llmops.serving.plugins.module_utils.vllm_instance.env import instance_api_key, instance_env  # noqa: F401
 from ansible_collections.llmops.serving.plugins.module_utils.vllm_instance.checks import PUBLIC_WHY, check  # noqa: F401
+from ansible_collections.llmops.serving.plugins.module_utils.vllm_instance.preflight import preflight_problems  # noqa: F401
 from ansible_collections.llmops.serving.plugins.module_utils.vllm_instance.view import WATCHDOG_STATE_DIR, build_view, instance_paths, snapshot_files  # noqa: F401

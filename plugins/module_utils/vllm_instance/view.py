@@ -52,7 +52,7 @@ def instance_paths(name, settings):
         "watchdog_dropin_dir": watchdog_dropin_dir,
         "watchdog_dropin_path": watchdog_dropin_dir + "/10-instance.conf",
         "watchdog_state": watchdog_state,
-        # The rollback snapshot of the instance's drop-in and env file (tasks/snapshot.yml, rollback.yml).
+        # The rollback snapshot of the instance's drop-in and env file (vllm_rollback: its snapshot and main entry points).
         "snapshot_dir": "%s/%s" % (rollback, name),
         "snapshot_dropin": "%s/%s/10-instance.conf" % (rollback, name),
         "snapshot_env": "%s/%s/instance.env" % (rollback, name),
