@@ -95,7 +95,7 @@ def _callers(role):
                         out.append((os.path.relpath(path, ROOT), step))
             for entry in play.get("roles") or []:
                 name = entry if isinstance(entry, str) else entry.get("role", entry.get("name", ""))
-                if str(name).split(".")[-1] == role:
+                if str(name).rsplit(".", maxsplit=1)[-1] == role:
                     out.append((os.path.relpath(path, ROOT), "%s:main" % role))
     return out
 
