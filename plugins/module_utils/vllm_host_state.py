@@ -360,15 +360,16 @@ def existing(paths, stats):
     return [p for p in paths or [] if (stats.get(p) or {}).get("exists")]
 
 
+def host_path_models(view):
+    """(instance, model) of each instance whose model is a host path (not a hub id): the host state stats them."""
+    return [(v, str(v.get("model", ""))) for v in view or [] if str(v.get("model", "")).startswith("/")]
+
+
 def model_stats(view, files):
     """The host state's stat of each instance's model given as a host path (``state_paths`` reads it):
     ``[{item: instance, stat: stat}]``, in view order - what the check-mode report and the drift rows read."""
-    out = []
-    for v in view or []:
-        model = str(v.get("model", ""))
-        if model.startswith("/") and isinstance((files or {}).get(model), dict):
-            out.append({"item": v, "stat": files[model]})
-    return out
+    return [{"item": v, "stat": files[model]} for v, model in host_path_models(view)
+            if isinstance((files or {}).get(model), dict)]
 
 
 def state_paths(view, paths=None, file_sets=None):
@@ -378,7 +379,7 @@ def state_paths(view, paths=None, file_sets=None):
     out = list(paths or [])
     for key in ("dropin_path", "env_path", "watchdog_dropin_path"):
         out.extend(v[key] for v in view or [])
-    out.extend(v["model"] for v in view or [] if str(v.get("model", "")).startswith("/"))
+    out.extend(model for dummy, model in host_path_models(view))
     for entry in file_sets or []:
         out.extend(file_set_paths(entry.get("directories") or [], entry.get("files") or []))
     seen, unique = set(), []

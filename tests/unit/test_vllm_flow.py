@@ -10,10 +10,12 @@ inputs, the way prometheus-community/ansible's roles/_common is called) are call
 only, and vllm_service stays at most 50 tasks (issue 30)."""
 import glob
 import os
+import re
 
 import yaml
 
 from conftest import ROOT
+from test_role_entry_points import _role_calls
 
 TASKS = os.path.join(ROOT, "roles", "vllm_service", "tasks")
 
@@ -77,27 +79,21 @@ def test_the_vllm_service_role_includes_no_other_role():
 
 
 def _callers(role):
-    """(file, entry point) of every call of ``role`` in roles/, playbooks/, site.yml and molecule/."""
-    out = []
+    """(file, 'role:entry point') of every call of ``role``: test_role_entry_points' _role_calls (every
+    include_role / import_role / roles: entry with tasks_from), and every reference to the role by name in a
+    task or play of roles/, playbooks/, site.yml, molecule/ (a call without tasks_from shows up as 'ROLE:?')."""
+    fqcn = "llmops.serving." + role
+    calls = [(f, "%s:%s" % (role, t.replace(".yml", ""))) for f, name, t in _role_calls() if name == fqcn]
+    named = re.compile(r"^\s*-?\s*(?:name|role): %s\s*$" % re.escape(fqcn), re.M)
     files = (glob.glob(os.path.join(ROOT, "roles", "*", "tasks", "*.yml")) + glob.glob(os.path.join(ROOT, "playbooks", "**", "*.yml"),
                                                                                        recursive=True)
              + glob.glob(os.path.join(ROOT, "molecule", "**", "*.yml"), recursive=True) + [os.path.join(ROOT, "site.yml")])
     for path in sorted(files):
         with open(path) as f:
-            doc = yaml.safe_load(f)
-        if not isinstance(doc, list):  # molecule.yml, vars files
-            continue
-        plays = [p for p in doc if isinstance(p, dict) and "hosts" in p] or [{"tasks": doc}]
-        for play in plays:
-            for key in ("pre_tasks", "tasks", "post_tasks"):
-                for section, step in _steps([t for t in play.get(key) or [] if isinstance(t, dict)]):
-                    if step.split(":")[0] == role:
-                        out.append((os.path.relpath(path, ROOT), step))
-            for entry in play.get("roles") or []:
-                name = entry if isinstance(entry, str) else entry.get("role", entry.get("name", ""))
-                if str(name).rsplit(".", maxsplit=1)[-1] == role:
-                    out.append((os.path.relpath(path, ROOT), "%s:main" % role))
-    return out
+            refs = len(named.findall(f.read()))
+        rel = os.path.relpath(path, ROOT)
+        calls += [(rel, "%s:?" % role)] * (refs - sum(1 for c in calls if c[0] == rel))
+    return calls
 
 
 def test_the_parts_of_the_service_are_called_by_vllm_service_only():

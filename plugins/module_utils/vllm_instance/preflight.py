@@ -24,20 +24,16 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+from ansible_collections.llmops.serving.plugins.module_utils.vllm_flags.options import int_or_none
+
 DEVICES = ("cuda", "cpu")
+# In the order the message names them.
 WATCHDOG_NUMBERS = ("watchdog_interval", "watchdog_failures", "watchdog_probe_timeout", "watchdog_max_restarts_per_hour",
                     "watchdog_revive_max_per_hour", "watchdog_revive_backoff", "watchdog_revive_backoff_max")
 
 
-def _int(value):
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        return None
-
-
 def _timeouts(s):
-    ready, margin = _int(s.get("engine_ready_timeout")), _int(s.get("start_timeout_margin"))
+    ready, margin = int_or_none(s.get("engine_ready_timeout")), int_or_none(s.get("start_timeout_margin"))
     if ready is None or margin is None or ready <= 0 or margin < 30:
         return ["vllm_engine_ready_timeout must be > 0 and vllm_start_timeout_margin >= 30 s "
                 "(TimeoutStartSec = engine-ready timeout + margin)."]
@@ -47,16 +43,14 @@ def _timeouts(s):
 def _watchdog(s):
     if not s.get("watchdog"):
         return []
-    n = dict((k, _int(s.get(k))) for k in WATCHDOG_NUMBERS)
+    n = dict((k, int_or_none(s.get(k))) for k in WATCHDOG_NUMBERS)
     ok = (None not in n.values() and n["watchdog_interval"] >= 5 and n["watchdog_failures"] >= 1
           and n["watchdog_max_restarts_per_hour"] >= 0 and n["watchdog_probe_timeout"] >= 1
           and n["watchdog_revive_max_per_hour"] >= 0 and n["watchdog_revive_backoff"] >= 0
           and n["watchdog_revive_backoff_max"] >= n["watchdog_revive_backoff"])
     if ok:
         return []
-    got = ", ".join(str(s.get(k)) for k in ("watchdog_interval", "watchdog_failures", "watchdog_probe_timeout",
-                                            "watchdog_max_restarts_per_hour", "watchdog_revive_max_per_hour",
-                                            "watchdog_revive_backoff", "watchdog_revive_backoff_max"))
+    got = ", ".join(str(s.get(k)) for k in WATCHDOG_NUMBERS)
     return ["vllm_watchdog_interval must be >= 5 s, vllm_watchdog_failures >= 1, vllm_watchdog_probe_timeout >= 1 s, "
             "vllm_watchdog_max_restarts_per_hour, vllm_watchdog_revive_max_per_hour and vllm_watchdog_revive_backoff >= 0, "
             "and vllm_watchdog_revive_backoff_max >= vllm_watchdog_revive_backoff (got %s)." % got]
